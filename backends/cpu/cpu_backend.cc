@@ -1,0 +1,97 @@
+#include "cpu_backend.h"
+
+#include <omp.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/registry.h"
+#include "core/half.h"
+#include "gemm.h"
+#include "parallel.h"
+
+namespace tx::cpu {
+
+namespace {
+
+// 64-byte aligned host memory: a cache line, and the widest SIMD load.
+class HostAllocator : public Allocator {
+ public:
+  void* allocate(size_t bytes) override {
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    TX_CHECK(p, "cpu: out of host memory allocating ", bytes, " bytes");
+    return p;
+  }
+  void deallocate(void* p, size_t) override { std::free(p); }
+  Device device() const override { return Device{DeviceType::cpu, 0}; }
+};
+
+}  // namespace
+
+CpuBackend::CpuBackend(const BackendOptions& options)
+    : threads_(options.threads > 0 ? options.threads : omp_get_num_procs()),
+      allocator_(std::make_shared<CachingAllocator>(std::make_unique<HostAllocator>())),
+      gemm_(std::make_unique<GemmCache>()) {
+  TX_CHECK(options.device_index == 0, "--device cpu:", options.device_index,
+           ": there is one cpu device; use --device cpu and --cpu-threads to size it");
+  // oneDNN's OpenMP runtime and our loops share this setting.
+  omp_set_num_threads(threads_);
+}
+
+CpuBackend::~CpuBackend() = default;
+
+void CpuBackend::copy_from_host_impl(const void* src, const Tensor& dst) {
+  std::memcpy(dst.raw(), src, dst.nbytes());
+}
+
+void CpuBackend::copy_to_host_impl(const Tensor& src, void* dst) {
+  std::memcpy(dst, src.raw(), src.nbytes());
+}
+
+void CpuBackend::copy_impl(const Tensor& src, const Tensor& dst) {
+  std::memmove(dst.raw(), src.raw(), src.nbytes());
+}
+
+void CpuBackend::fill_impl(const Tensor& x, float value) {
+  const int64_t n = x.numel();
+  switch (x.dtype()) {
+    case DType::f32: {
+      float* p = x.data<float>();
+#pragma omp parallel for simd if (n >= kElementwiseGrain)
+      for (int64_t i = 0; i < n; ++i) p[i] = value;
+      break;
+    }
+    case DType::i32: {
+      int32_t* p = x.data<int32_t>();
+      const int32_t v = static_cast<int32_t>(value);
+      for (int64_t i = 0; i < n; ++i) p[i] = v;
+      break;
+    }
+    case DType::f16:
+    case DType::bf16: {
+      uint16_t bits = x.dtype() == DType::f16 ? float_to_f16(value) : float_to_bf16(value);
+      uint16_t* p = x.data<uint16_t>();
+      for (int64_t i = 0; i < n; ++i) p[i] = bits;
+      break;
+    }
+  }
+}
+
+void CpuBackend::gemm_impl(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                           const Tensor& c, float alpha, float beta) {
+  gemm_->run(a, trans_a, b, trans_b, c, alpha, beta);
+}
+
+}  // namespace tx::cpu
+
+namespace tx {
+
+void register_cpu_backend() {
+  register_backend({"cpu",
+                    [](const BackendOptions& o) -> std::unique_ptr<Backend> {
+                      return std::make_unique<cpu::CpuBackend>(o);
+                    },
+                    nullptr});
+}
+
+}  // namespace tx

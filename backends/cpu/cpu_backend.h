@@ -1,0 +1,77 @@
+// CpuBackend: the operator table on the host: oneDNN matmul for GEMMs, OpenMP loops for the rest.
+#pragma once
+
+#include <memory>
+
+#include "backend/backend.h"
+
+namespace tx::cpu {
+
+class GemmCache;
+
+class CpuBackend : public Backend {
+ public:
+  explicit CpuBackend(const BackendOptions& options);
+  ~CpuBackend() override;
+
+  std::string name() const override { return "cpu"; }
+  Device device() const override { return Device{DeviceType::cpu, 0}; }
+  std::shared_ptr<Allocator> allocator() const override { return allocator_; }
+  void synchronize() override {}
+  int threads() const { return threads_; }
+
+ protected:
+  void copy_from_host_impl(const void* src, const Tensor& dst) override;
+  void copy_to_host_impl(const Tensor& src, void* dst) override;
+  void copy_impl(const Tensor& src, const Tensor& dst) override;
+  void fill_impl(const Tensor& x, float value) override;
+  void gemm_impl(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+                 float alpha, float beta) override;
+  void add_bias_impl(const Tensor& x, const Tensor& bias, const Tensor& y) override;
+  void add_impl(const Tensor& a, const Tensor& b, const Tensor& y) override;
+  void axpy_impl(float alpha, const Tensor& x, const Tensor& y) override;
+  void scale_impl(const Tensor& x, float alpha, const Tensor& y) override;
+  void relu_impl(const Tensor& x, const Tensor& y) override;
+  void relu_backward_impl(const Tensor& dy, const Tensor& y, const Tensor& dx) override;
+  void dropout_impl(const Tensor& x, float p, uint64_t seed, uint64_t offset,
+                    const Tensor& y) override;
+  void dropout_backward_impl(const Tensor& dy, float p, uint64_t seed, uint64_t offset,
+                             const Tensor& dx) override;
+  void add_positions_impl(const Tensor& x, int64_t start, const Tensor& y) override;
+  void cast_impl(const Tensor& x, const Tensor& y) override;
+  void softmax_impl(const Tensor& x, float scale, const Tensor& key_lengths, bool causal,
+                    const Tensor& y) override;
+  void softmax_backward_impl(const Tensor& y, const Tensor& dy, float scale,
+                             const Tensor& dx) override;
+  void split_heads_impl(const Tensor& x, int heads, const Tensor& y, bool accumulate) override;
+  void merge_heads_impl(const Tensor& x, const Tensor& y, bool accumulate) override;
+  void log_softmax_impl(const Tensor& x, const Tensor& y) override;
+  void log_softmax_backward_impl(const Tensor& y, const Tensor& dy, const Tensor& dx) override;
+  void layer_norm_impl(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                       const Tensor& y, const Tensor& mean, const Tensor& rstd) override;
+  void layer_norm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                const Tensor& mean, const Tensor& rstd, const Tensor& dx,
+                                const Tensor& dgamma, const Tensor& dbeta) override;
+  void cross_entropy_impl(const Tensor& logits, const Tensor& targets, float smoothing,
+                          int32_t ignore_index, const Tensor& losses, const Tensor& nll) override;
+  void cross_entropy_backward_impl(const Tensor& logits, const Tensor& targets, float smoothing,
+                                   int32_t ignore_index, const Tensor& dlosses,
+                                   const Tensor& dlogits) override;
+  void gather_rows_impl(const Tensor& src, const Tensor& index, const Tensor& dst,
+                        float scale) override;
+  void scatter_add_rows_impl(const Tensor& src, const Tensor& index, const Tensor& dst,
+                             float scale) override;
+  void top_k_impl(const Tensor& x, int k, const Tensor& values, const Tensor& indices) override;
+  void sum_impl(const Tensor& x, const Tensor& out) override;
+  void squared_norm_impl(const Tensor& x, const Tensor& out) override;
+  void sum_rows_impl(const Tensor& x, const Tensor& out, float beta) override;
+  void adam_update_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                        const AdamParams& p) override;
+
+ private:
+  int threads_;
+  std::shared_ptr<Allocator> allocator_;
+  std::unique_ptr<GemmCache> gemm_;
+};
+
+}  // namespace tx::cpu

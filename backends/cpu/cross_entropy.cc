@@ -1,0 +1,85 @@
+// Label-smoothed cross-entropy fused with log-softmax, forward and backward.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "cpu_backend.h"
+#include "parallel.h"
+
+namespace tx::cpu {
+
+namespace {
+
+// The row's log-partition log(sum exp(x)), stable against overflow.
+float log_partition(const float* x, int64_t v) {
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < v; ++j) max = std::max(max, x[j]);
+  float total = 0.0f;
+  for (int64_t j = 0; j < v; ++j) total += std::exp(x[j] - max);
+  return max + std::log(total);
+}
+
+void check_targets(const int32_t* targets, int64_t rows, int64_t vocab, int32_t ignore_index,
+                   const char* op) {
+  for (int64_t r = 0; r < rows; ++r) {
+    int32_t t = targets[r];
+    TX_CHECK(t == ignore_index || (t >= 0 && t < vocab), op, ": target id ", t, " in row ", r,
+             " is outside the vocabulary [0, ", vocab, "); check the vocabulary matches the model");
+  }
+}
+
+}  // namespace
+
+void CpuBackend::cross_entropy_impl(const Tensor& logits, const Tensor& targets, float smoothing,
+                                    int32_t ignore_index, const Tensor& losses,
+                                    const Tensor& nll) {
+  const int64_t vocab = logits.shape().cols(), rows = logits.shape().rows();
+  const float* px = logits.data<float>();
+  const int32_t* pt = targets.data<int32_t>();
+  check_targets(pt, rows, vocab, ignore_index, "cross_entropy");
+  float* pl = losses.data<float>();
+  float* pn = nll.defined() ? nll.data<float>() : nullptr;
+  const float uniform = smoothing / static_cast<float>(vocab);
+#pragma omp parallel for if (parallel_rows(rows, vocab))
+  for (int64_t r = 0; r < rows; ++r) {
+    if (pt[r] == ignore_index) {
+      pl[r] = 0.0f;
+      if (pn) pn[r] = 0.0f;
+      continue;
+    }
+    const float* x = px + r * vocab;
+    const float log_z = log_partition(x, vocab);
+    float sum_x = 0.0f;
+#pragma omp simd reduction(+ : sum_x)
+    for (int64_t j = 0; j < vocab; ++j) sum_x += x[j];
+    const float target_nll = log_z - x[pt[r]];
+    // -sum_v q_v log p_v = (1 - s) nll + (s / V) sum_v (log_z - x_v)
+    pl[r] = (1.0f - smoothing) * target_nll + uniform * (static_cast<float>(vocab) * log_z - sum_x);
+    if (pn) pn[r] = target_nll;
+  }
+}
+
+void CpuBackend::cross_entropy_backward_impl(const Tensor& logits, const Tensor& targets,
+                                             float smoothing, int32_t ignore_index,
+                                             const Tensor& dlosses, const Tensor& dlogits) {
+  const int64_t vocab = logits.shape().cols(), rows = logits.shape().rows();
+  const float* px = logits.data<float>();
+  const int32_t* pt = targets.data<int32_t>();
+  check_targets(pt, rows, vocab, ignore_index, "cross_entropy_backward");
+  const float* pdl = dlosses.data<float>();
+  float* pdx = dlogits.data<float>();
+  const float uniform = smoothing / static_cast<float>(vocab);
+#pragma omp parallel for if (parallel_rows(rows, vocab))
+  for (int64_t r = 0; r < rows; ++r) {
+    if (pt[r] == ignore_index) continue;
+    const float* x = px + r * vocab;
+    const float log_z = log_partition(x, vocab);
+    const float g = pdl[r];
+    float* dx = pdx + r * vocab;
+    for (int64_t j = 0; j < vocab; ++j) dx[j] += g * (std::exp(x[j] - log_z) - uniform);
+    dx[pt[r]] -= g * (1.0f - smoothing);
+  }
+}
+
+}  // namespace tx::cpu

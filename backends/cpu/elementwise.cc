@@ -1,0 +1,109 @@
+// Elementwise operators: bias, residual add, axpy, scale, ReLU, dropout, positions.
+#include <cmath>
+#include <vector>
+
+#include "core/rng.h"
+#include "cpu_backend.h"
+#include "parallel.h"
+
+namespace tx::cpu {
+
+void CpuBackend::add_bias_impl(const Tensor& x, const Tensor& bias, const Tensor& y) {
+  const int64_t rows = x.shape().rows(), cols = x.shape().cols();
+  const float* px = x.data<float>();
+  const float* pb = bias.data<float>();
+  float* py = y.data<float>();
+#pragma omp parallel for if (parallel_rows(rows, cols))
+  for (int64_t r = 0; r < rows; ++r) {
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) py[r * cols + c] = px[r * cols + c] + pb[c];
+  }
+}
+
+void CpuBackend::add_impl(const Tensor& a, const Tensor& b, const Tensor& y) {
+  const int64_t n = a.numel();
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  float* py = y.data<float>();
+#pragma omp parallel for simd if (n >= kElementwiseGrain)
+  for (int64_t i = 0; i < n; ++i) py[i] = pa[i] + pb[i];
+}
+
+void CpuBackend::axpy_impl(float alpha, const Tensor& x, const Tensor& y) {
+  const int64_t n = x.numel();
+  const float* px = x.data<float>();
+  float* py = y.data<float>();
+#pragma omp parallel for simd if (n >= kElementwiseGrain)
+  for (int64_t i = 0; i < n; ++i) py[i] += alpha * px[i];
+}
+
+void CpuBackend::scale_impl(const Tensor& x, float alpha, const Tensor& y) {
+  const int64_t n = x.numel();
+  const float* px = x.data<float>();
+  float* py = y.data<float>();
+#pragma omp parallel for simd if (n >= kElementwiseGrain)
+  for (int64_t i = 0; i < n; ++i) py[i] = alpha * px[i];
+}
+
+void CpuBackend::relu_impl(const Tensor& x, const Tensor& y) {
+  const int64_t n = x.numel();
+  const float* px = x.data<float>();
+  float* py = y.data<float>();
+#pragma omp parallel for simd if (n >= kElementwiseGrain)
+  for (int64_t i = 0; i < n; ++i) py[i] = px[i] > 0.0f ? px[i] : 0.0f;
+}
+
+void CpuBackend::relu_backward_impl(const Tensor& dy, const Tensor& y, const Tensor& dx) {
+  const int64_t n = dy.numel();
+  const float* pdy = dy.data<float>();
+  const float* py = y.data<float>();
+  float* pdx = dx.data<float>();
+#pragma omp parallel for simd if (n >= kElementwiseGrain)
+  for (int64_t i = 0; i < n; ++i) pdx[i] += py[i] > 0.0f ? pdy[i] : 0.0f;
+}
+
+namespace {
+// out[i] (+)= in[i] * keep_i / (1 - p); the mask is a pure function of (seed, offset + i).
+void apply_dropout(const float* in, float p, uint64_t seed, uint64_t offset, float* out,
+                   int64_t n, bool accumulate) {
+  const float keep_scale = 1.0f / (1.0f - p);
+#pragma omp parallel for if (n >= kElementwiseGrain)
+  for (int64_t i = 0; i < n; ++i) {
+    float v = uniform01(seed, offset + static_cast<uint64_t>(i)) >= p ? in[i] * keep_scale : 0.0f;
+    out[i] = accumulate ? out[i] + v : v;
+  }
+}
+}  // namespace
+
+void CpuBackend::dropout_impl(const Tensor& x, float p, uint64_t seed, uint64_t offset,
+                              const Tensor& y) {
+  apply_dropout(x.data<float>(), p, seed, offset, y.data<float>(), x.numel(), false);
+}
+
+void CpuBackend::dropout_backward_impl(const Tensor& dy, float p, uint64_t seed, uint64_t offset,
+                                       const Tensor& dx) {
+  apply_dropout(dy.data<float>(), p, seed, offset, dx.data<float>(), dy.numel(), true);
+}
+
+void CpuBackend::add_positions_impl(const Tensor& x, int64_t start, const Tensor& y) {
+  const int64_t batch = x.dim(0), time = x.dim(1), d_model = x.dim(2);
+  // One [time, d_model] table per call, in double: positions reach thousands, where a float
+  // angle loses the low digits of sin/cos.
+  std::vector<float> table(time * d_model);
+  for (int64_t t = 0; t < time; ++t)
+    for (int64_t i = 0; i < d_model; ++i) {
+      double freq = std::pow(10000.0, -static_cast<double>(i - i % 2) / static_cast<double>(d_model));
+      double angle = static_cast<double>(start + t) * freq;
+      table[t * d_model + i] = static_cast<float>(i % 2 == 0 ? std::sin(angle) : std::cos(angle));
+    }
+  const float* px = x.data<float>();
+  float* py = y.data<float>();
+  const int64_t row = time * d_model;
+#pragma omp parallel for if (parallel_rows(batch, row))
+  for (int64_t b = 0; b < batch; ++b) {
+#pragma omp simd
+    for (int64_t i = 0; i < row; ++i) py[b * row + i] = px[b * row + i] + table[i];
+  }
+}
+
+}  // namespace tx::cpu

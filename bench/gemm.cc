@@ -1,0 +1,138 @@
+// bench/gemm: tx's GEMM through the backend vs a direct oneDNN sgemm on Transformer shapes.
+//
+// Usage: gemm [--threads N] [--seconds S]
+// Prints one row per shape: GFLOP/s of both and their ratio (tx / oneDNN). The two are timed
+// alternately in the same run, so machine noise hits both alike.
+#include <dnnl.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "backend/registry.h"
+#include "core/rng.h"
+
+namespace {
+
+struct GemmShape {
+  int64_t m, n, k;
+  const char* role;
+};
+
+double now() {
+  using clock = std::chrono::steady_clock;
+  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+// Best time of one call over rounds of `reps` calls, within a time budget.
+double best_seconds(const std::function<void()>& call, int reps) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    double start = now();
+    call();
+    best = std::min(best, now() - start);
+  }
+  return best;
+}
+
+int parse_int(int argc, char** argv, const char* flag, int fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], flag) == 0) return std::atoi(argv[i + 1]);
+  return fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tx::register_builtin_backends();
+  tx::BackendOptions options;
+  options.threads = parse_int(argc, argv, "--threads", 0);
+  auto be = tx::create_backend("cpu", options);
+  const int threads = omp_get_max_threads();
+  const double budget = parse_int(argc, argv, "--seconds", 2);
+
+  const std::vector<GemmShape> shapes = {{4096, 512, 512, "attention projection"},
+                                         {4096, 2048, 512, "FFN in"},
+                                         {4096, 512, 2048, "FFN out"},
+                                         {64, 512, 512, "decode projection"},
+                                         {64, 32000, 512, "output layer"}};
+  std::printf("GEMM C[M,N] = A[M,K] B[K,N], f32, %d threads\n", threads);
+  std::printf("%-22s %6s %6s %6s %12s %12s %8s\n", "shape", "M", "N", "K", "tx GFLOP/s",
+              "oneDNN GFLOP/s", "ratio");
+  tx::Rng rng(7);
+  double worst = 1e9;
+  for (const GemmShape& s : shapes) {
+    std::vector<float> a(s.m * s.k), b(s.k * s.n);
+    for (float& v : a) v = rng.uniform() - 0.5f;
+    for (float& v : b) v = rng.uniform() - 0.5f;
+    tx::Tensor ta = be->upload(a, {s.m, s.k});
+    tx::Tensor tb = be->upload(b, {s.k, s.n});
+    tx::Tensor tc = be->empty({s.m, s.n});
+    std::vector<float> c(s.m * s.n);
+
+    auto run_tx = [&] {
+      be->gemm(ta, false, tb, false, tc);
+      be->synchronize();
+    };
+    auto run_dnnl = [&] {
+      dnnl_sgemm('N', 'N', s.m, s.n, s.k, 1.0f, a.data(), s.k, b.data(), s.n, 0.0f, c.data(), s.n);
+    };
+    const double flops = 2.0 * s.m * s.n * s.k;
+    // Calls per round so that all rounds of both fit the budget.
+    double probe = best_seconds(run_dnnl, 1);
+    int reps = std::max(3, static_cast<int>(budget / 2 / std::max(probe, 1e-6) / 2));
+    double t_tx = 1e30, t_dnnl = 1e30;
+    for (int round = 0; round < 2; ++round) {  // alternate so noise hits both
+      t_tx = std::min(t_tx, best_seconds(run_tx, reps));
+      t_dnnl = std::min(t_dnnl, best_seconds(run_dnnl, reps));
+    }
+    double g_tx = flops / t_tx / 1e9, g_dnnl = flops / t_dnnl / 1e9;
+    worst = std::min(worst, g_tx / g_dnnl);
+    std::printf("%-22s %6lld %6lld %6lld %12.1f %12.1f %8.3f\n", s.role, (long long)s.m,
+                (long long)s.n, (long long)s.k, g_tx, g_dnnl, g_tx / g_dnnl);
+  }
+  std::printf("worst ratio tx/oneDNN: %.3f\n", worst);
+
+  // Attention's batched GEMMs (batch = sentences x heads): one strided-batched call vs a loop
+  // of sgemm calls, the way a backend without batched GEMM would do it.
+  const std::vector<GemmShape> batched = {{64, 64, 64, "QK^T 64 tok x 256"},
+                                          {30, 30, 64, "QK^T 30 tok x 256"}};
+  const int64_t batch = 256;
+  std::printf("\nbatched GEMM, batch %lld: tx strided-batched vs a loop of oneDNN sgemm\n",
+              (long long)batch);
+  std::printf("%-22s %6s %6s %6s %12s %12s %8s\n", "shape", "M", "N", "K", "tx GFLOP/s",
+              "loop GFLOP/s", "ratio");
+  for (const GemmShape& s : batched) {
+    std::vector<float> a(batch * s.m * s.k), b(batch * s.n * s.k);
+    for (float& v : a) v = rng.uniform() - 0.5f;
+    for (float& v : b) v = rng.uniform() - 0.5f;
+    tx::Tensor ta = be->upload(a, {batch, s.m, s.k});
+    tx::Tensor tb = be->upload(b, {batch, s.n, s.k});  // keys: [T, d_head], used transposed
+    tx::Tensor tc = be->empty({batch, s.m, s.n});
+    std::vector<float> c(batch * s.m * s.n);
+    auto run_tx = [&] {
+      be->gemm(ta, false, tb, true, tc);
+      be->synchronize();
+    };
+    auto run_loop = [&] {
+      for (int64_t i = 0; i < batch; ++i)
+        dnnl_sgemm('N', 'T', s.m, s.n, s.k, 1.0f, a.data() + i * s.m * s.k, s.k,
+                   b.data() + i * s.n * s.k, s.k, 0.0f, c.data() + i * s.m * s.n, s.n);
+    };
+    const double flops = 2.0 * batch * s.m * s.n * s.k;
+    double t_tx = 1e30, t_loop = 1e30;
+    for (int round = 0; round < 2; ++round) {
+      t_tx = std::min(t_tx, best_seconds(run_tx, 20));
+      t_loop = std::min(t_loop, best_seconds(run_loop, 20));
+    }
+    std::printf("%-22s %6lld %6lld %6lld %12.1f %12.1f %8.3f\n", s.role, (long long)s.m,
+                (long long)s.n, (long long)s.k, flops / t_tx / 1e9, flops / t_loop / 1e9,
+                t_loop / t_tx);
+  }
+  return 0;
+}

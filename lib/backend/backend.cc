@@ -1,0 +1,481 @@
+// Argument checks for every operator, written once for all backends.
+#include "backend/backend.h"
+
+#include <cstring>
+
+namespace tx {
+
+namespace {
+
+// Each check names the operator, the argument and its shape, and what was expected.
+void require_defined(const char* op, const char* arg, const Tensor& t) {
+  TX_CHECK(t.defined(), op, ": ", arg, " is an undefined tensor; pass an allocated tensor");
+}
+
+void require_dtype(const char* op, const char* arg, const Tensor& t, DType want) {
+  require_defined(op, arg, t);
+  TX_CHECK(t.dtype() == want, op, ": ", arg, " ", t.str(), " must be ", name_of(want));
+}
+
+void require_device(const char* op, const char* arg, const Tensor& t, const Backend& be) {
+  TX_CHECK(t.device() == be.device(), op, ": ", arg, " ", t.str(), " is not on this backend's device ",
+           be.device().str(), "; copy it there first");
+}
+
+void require_same_shape(const char* op, const char* a_name, const Tensor& a, const char* b_name,
+                        const Tensor& b) {
+  TX_CHECK(a.shape() == b.shape(), op, ": shapes differ: ", a_name, " ", a.shape().str(), " vs ",
+           b_name, " ", b.shape().str(), "; they must be equal");
+}
+
+// A f32 tensor on this device.
+void f32_arg(const Backend& be, const char* op, const char* arg, const Tensor& t) {
+  require_dtype(op, arg, t, DType::f32);
+  require_device(op, arg, t, be);
+}
+
+void i32_arg(const Backend& be, const char* op, const char* arg, const Tensor& t) {
+  require_dtype(op, arg, t, DType::i32);
+  require_device(op, arg, t, be);
+}
+
+void require_shape(const char* op, const char* arg, const Tensor& t, const Shape& want) {
+  TX_CHECK(t.shape() == want, op, ": ", arg, " has shape ", t.shape().str(), ", expected ",
+           want.str());
+}
+
+void require_min_ndim(const char* op, const char* arg, const Tensor& t, int n) {
+  TX_CHECK(t.ndim() >= n, op, ": ", arg, " ", t.shape().str(), " needs at least ", n,
+           " dimensions");
+}
+
+void require_scalar_out(const char* op, const Tensor& out) {
+  TX_CHECK(out.numel() == 1, op, ": out ", out.shape().str(), " must hold exactly 1 element");
+}
+
+}  // namespace
+
+// ---- memory -----------------------------------------------------------------------------------
+
+Tensor Backend::empty(const Shape& shape, DType dtype) const {
+  return Tensor::allocate(allocator(), shape, dtype);
+}
+
+Tensor Backend::zeros(const Shape& shape, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  fill(t, 0.0f);
+  return t;
+}
+
+Tensor Backend::upload(const std::vector<float>& host, const Shape& shape) {
+  TX_CHECK(static_cast<int64_t>(host.size()) == shape.numel(), "upload: ", host.size(),
+           " values do not fill shape ", shape.str());
+  Tensor t = empty(shape, DType::f32);
+  copy_from_host(host.data(), t);
+  return t;
+}
+
+Tensor Backend::upload(const std::vector<int32_t>& host, const Shape& shape) {
+  TX_CHECK(static_cast<int64_t>(host.size()) == shape.numel(), "upload: ", host.size(),
+           " values do not fill shape ", shape.str());
+  Tensor t = empty(shape, DType::i32);
+  copy_from_host(host.data(), t);
+  return t;
+}
+
+template <>
+std::vector<float> Backend::download<float>(const Tensor& t) {
+  require_dtype("download<float>", "tensor", t, DType::f32);
+  std::vector<float> out(t.numel());
+  copy_to_host(t, out.data());
+  return out;
+}
+
+template <>
+std::vector<int32_t> Backend::download<int32_t>(const Tensor& t) {
+  require_dtype("download<int32_t>", "tensor", t, DType::i32);
+  std::vector<int32_t> out(t.numel());
+  copy_to_host(t, out.data());
+  return out;
+}
+
+template <>
+std::vector<uint16_t> Backend::download<uint16_t>(const Tensor& t) {
+  require_defined("download<uint16_t>", "tensor", t);
+  TX_CHECK(size_of(t.dtype()) == 2, "download<uint16_t>: ", t.str(), " is not f16 or bf16");
+  std::vector<uint16_t> out(t.numel());
+  copy_to_host(t, out.data());
+  return out;
+}
+
+void Backend::copy_from_host(const void* src, const Tensor& dst) {
+  require_defined("copy_from_host", "dst", dst);
+  require_device("copy_from_host", "dst", dst, *this);
+  if (dst.nbytes()) copy_from_host_impl(src, dst);
+}
+
+void Backend::copy_to_host(const Tensor& src, void* dst) {
+  require_defined("copy_to_host", "src", src);
+  require_device("copy_to_host", "src", src, *this);
+  if (src.nbytes()) copy_to_host_impl(src, dst);
+}
+
+void Backend::copy(const Tensor& src, const Tensor& dst) {
+  require_defined("copy", "src", src);
+  require_device("copy", "src", src, *this);
+  require_device("copy", "dst", dst, *this);
+  require_same_shape("copy", "src", src, "dst", dst);
+  TX_CHECK(src.dtype() == dst.dtype(), "copy: dtypes differ: src ", src.str(), " vs dst ",
+           dst.str(), "; use cast() to convert");
+  if (src.nbytes() && !src.same_memory(dst)) copy_impl(src, dst);
+}
+
+void Backend::fill(const Tensor& x, float value) {
+  require_defined("fill", "x", x);
+  require_device("fill", "x", x, *this);
+  if (x.numel()) fill_impl(x, value);
+}
+
+// ---- linear algebra ---------------------------------------------------------------------------
+
+void Backend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+                   float alpha, float beta) {
+  f32_arg(*this, "gemm", "a", a);
+  f32_arg(*this, "gemm", "b", b);
+  f32_arg(*this, "gemm", "c", c);
+  int nd = a.ndim();
+  TX_CHECK((nd == 2 || nd == 3) && b.ndim() == nd && c.ndim() == nd,
+           "gemm: a ", a.shape().str(), ", b ", b.shape().str(), ", c ", c.shape().str(),
+           " must all be 2-D, or all 3-D for a batched GEMM");
+  if (nd == 3)
+    TX_CHECK(a.dim(0) == b.dim(0) && a.dim(0) == c.dim(0), "gemm: batch sizes differ: a ",
+             a.shape().str(), ", b ", b.shape().str(), ", c ", c.shape().str());
+  int64_t m = trans_a ? a.dim(-1) : a.dim(-2);
+  int64_t ka = trans_a ? a.dim(-2) : a.dim(-1);
+  int64_t kb = trans_b ? b.dim(-1) : b.dim(-2);
+  int64_t n = trans_b ? b.dim(-2) : b.dim(-1);
+  TX_CHECK(ka == kb, "gemm: inner dimensions differ: a ", a.shape().str(), " (trans_a=", trans_a,
+           ") has K=", ka, " but b ", b.shape().str(), " (trans_b=", trans_b, ") has K=", kb);
+  TX_CHECK(c.dim(-2) == m && c.dim(-1) == n, "gemm: c ", c.shape().str(), " must be [", m, ", ",
+           n, "] for a ", a.shape().str(), " (trans_a=", trans_a, ") and b ", b.shape().str(),
+           " (trans_b=", trans_b, ")");
+  if (c.numel() == 0) return;
+  gemm_impl(a, trans_a, b, trans_b, c, alpha, beta);
+}
+
+// ---- elementwise ------------------------------------------------------------------------------
+
+void Backend::add_bias(const Tensor& x, const Tensor& bias, const Tensor& y) {
+  f32_arg(*this, "add_bias", "x", x);
+  f32_arg(*this, "add_bias", "bias", bias);
+  f32_arg(*this, "add_bias", "y", y);
+  require_min_ndim("add_bias", "x", x, 1);
+  TX_CHECK(bias.ndim() == 1 && bias.dim(0) == x.dim(-1), "add_bias: bias ", bias.shape().str(),
+           " must be [", x.dim(-1), "] to match the last dimension of x ", x.shape().str());
+  require_same_shape("add_bias", "x", x, "y", y);
+  if (x.numel()) add_bias_impl(x, bias, y);
+}
+
+void Backend::add(const Tensor& a, const Tensor& b, const Tensor& y) {
+  f32_arg(*this, "add", "a", a);
+  f32_arg(*this, "add", "b", b);
+  f32_arg(*this, "add", "y", y);
+  require_same_shape("add", "a", a, "b", b);
+  require_same_shape("add", "a", a, "y", y);
+  if (a.numel()) add_impl(a, b, y);
+}
+
+void Backend::axpy(float alpha, const Tensor& x, const Tensor& y) {
+  f32_arg(*this, "axpy", "x", x);
+  f32_arg(*this, "axpy", "y", y);
+  require_same_shape("axpy", "x", x, "y", y);
+  if (x.numel()) axpy_impl(alpha, x, y);
+}
+
+void Backend::scale(const Tensor& x, float alpha, const Tensor& y) {
+  f32_arg(*this, "scale", "x", x);
+  f32_arg(*this, "scale", "y", y);
+  require_same_shape("scale", "x", x, "y", y);
+  if (x.numel()) scale_impl(x, alpha, y);
+}
+
+void Backend::relu(const Tensor& x, const Tensor& y) {
+  f32_arg(*this, "relu", "x", x);
+  f32_arg(*this, "relu", "y", y);
+  require_same_shape("relu", "x", x, "y", y);
+  if (x.numel()) relu_impl(x, y);
+}
+
+void Backend::relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) {
+  f32_arg(*this, "relu_backward", "dy", dy);
+  f32_arg(*this, "relu_backward", "y", y);
+  f32_arg(*this, "relu_backward", "dx", dx);
+  require_same_shape("relu_backward", "dy", dy, "y", y);
+  require_same_shape("relu_backward", "dy", dy, "dx", dx);
+  if (dy.numel()) relu_backward_impl(dy, y, dx);
+}
+
+void Backend::dropout(const Tensor& x, float p, uint64_t seed, uint64_t offset, const Tensor& y) {
+  f32_arg(*this, "dropout", "x", x);
+  f32_arg(*this, "dropout", "y", y);
+  require_same_shape("dropout", "x", x, "y", y);
+  TX_CHECK(p >= 0.0f && p < 1.0f, "dropout: probability ", p, " must be in [0, 1)");
+  if (x.numel()) dropout_impl(x, p, seed, offset, y);
+}
+
+void Backend::dropout_backward(const Tensor& dy, float p, uint64_t seed, uint64_t offset,
+                               const Tensor& dx) {
+  f32_arg(*this, "dropout_backward", "dy", dy);
+  f32_arg(*this, "dropout_backward", "dx", dx);
+  require_same_shape("dropout_backward", "dy", dy, "dx", dx);
+  TX_CHECK(p >= 0.0f && p < 1.0f, "dropout_backward: probability ", p, " must be in [0, 1)");
+  if (dy.numel()) dropout_backward_impl(dy, p, seed, offset, dx);
+}
+
+void Backend::add_positions(const Tensor& x, int64_t start, const Tensor& y) {
+  f32_arg(*this, "add_positions", "x", x);
+  f32_arg(*this, "add_positions", "y", y);
+  TX_CHECK(x.ndim() == 3, "add_positions: x ", x.shape().str(), " must be [batch, time, d_model]");
+  require_same_shape("add_positions", "x", x, "y", y);
+  TX_CHECK(start >= 0, "add_positions: start position ", start, " must be >= 0");
+  if (x.numel()) add_positions_impl(x, start, y);
+}
+
+void Backend::cast(const Tensor& x, const Tensor& y) {
+  require_defined("cast", "x", x);
+  require_defined("cast", "y", y);
+  require_device("cast", "x", x, *this);
+  require_device("cast", "y", y, *this);
+  require_same_shape("cast", "x", x, "y", y);
+  if (x.numel()) cast_impl(x, y);
+}
+
+// ---- attention --------------------------------------------------------------------------------
+
+void Backend::softmax(const Tensor& x, float scale, const Tensor& key_lengths, bool causal,
+                      const Tensor& y) {
+  f32_arg(*this, "softmax", "x", x);
+  f32_arg(*this, "softmax", "y", y);
+  require_same_shape("softmax", "x", x, "y", y);
+  require_min_ndim("softmax", "x", x, 2);
+  if (key_lengths.defined()) {
+    i32_arg(*this, "softmax", "key_lengths", key_lengths);
+    TX_CHECK(key_lengths.ndim() == 1 && key_lengths.dim(0) == x.dim(0), "softmax: key_lengths ",
+             key_lengths.shape().str(), " must be [", x.dim(0), "], one length per batch entry of x ",
+             x.shape().str());
+  }
+  if (x.numel()) softmax_impl(x, scale, key_lengths, causal, y);
+}
+
+void Backend::softmax_backward(const Tensor& y, const Tensor& dy, float scale, const Tensor& dx) {
+  f32_arg(*this, "softmax_backward", "y", y);
+  f32_arg(*this, "softmax_backward", "dy", dy);
+  f32_arg(*this, "softmax_backward", "dx", dx);
+  require_same_shape("softmax_backward", "y", y, "dy", dy);
+  require_same_shape("softmax_backward", "y", y, "dx", dx);
+  if (y.numel()) softmax_backward_impl(y, dy, scale, dx);
+}
+
+void Backend::split_heads(const Tensor& x, int heads, const Tensor& y, bool accumulate) {
+  f32_arg(*this, "split_heads", "x", x);
+  f32_arg(*this, "split_heads", "y", y);
+  TX_CHECK(x.ndim() == 3, "split_heads: x ", x.shape().str(), " must be [batch, time, d_model]");
+  TX_CHECK(heads > 0 && x.dim(2) % heads == 0, "split_heads: d_model ", x.dim(2),
+           " of x is not divisible by heads=", heads);
+  require_shape("split_heads", "y", y, Shape{x.dim(0), heads, x.dim(1), x.dim(2) / heads});
+  if (x.numel()) split_heads_impl(x, heads, y, accumulate);
+}
+
+void Backend::merge_heads(const Tensor& x, const Tensor& y, bool accumulate) {
+  f32_arg(*this, "merge_heads", "x", x);
+  f32_arg(*this, "merge_heads", "y", y);
+  TX_CHECK(x.ndim() == 4, "merge_heads: x ", x.shape().str(), " must be [batch, heads, time, d_head]");
+  require_shape("merge_heads", "y", y, Shape{x.dim(0), x.dim(2), x.dim(1) * x.dim(3)});
+  if (x.numel()) merge_heads_impl(x, y, accumulate);
+}
+
+// ---- normalisation and losses -----------------------------------------------------------------
+
+void Backend::log_softmax(const Tensor& x, const Tensor& y) {
+  f32_arg(*this, "log_softmax", "x", x);
+  f32_arg(*this, "log_softmax", "y", y);
+  require_min_ndim("log_softmax", "x", x, 1);
+  require_same_shape("log_softmax", "x", x, "y", y);
+  if (x.numel()) log_softmax_impl(x, y);
+}
+
+void Backend::log_softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
+  f32_arg(*this, "log_softmax_backward", "y", y);
+  f32_arg(*this, "log_softmax_backward", "dy", dy);
+  f32_arg(*this, "log_softmax_backward", "dx", dx);
+  require_same_shape("log_softmax_backward", "y", y, "dy", dy);
+  require_same_shape("log_softmax_backward", "y", y, "dx", dx);
+  if (y.numel()) log_softmax_backward_impl(y, dy, dx);
+}
+
+namespace {
+void check_layer_norm_params(const Backend& be, const char* op, const Tensor& x,
+                             const Tensor& gamma, const Tensor& mean, const Tensor& rstd) {
+  f32_arg(be, op, "x", x);
+  f32_arg(be, op, "gamma", gamma);
+  f32_arg(be, op, "mean", mean);
+  f32_arg(be, op, "rstd", rstd);
+  require_min_ndim(op, "x", x, 1);
+  require_shape(op, "gamma", gamma, Shape{x.dim(-1)});
+  require_shape(op, "mean", mean, Shape{x.shape().rows()});
+  require_shape(op, "rstd", rstd, Shape{x.shape().rows()});
+}
+}  // namespace
+
+void Backend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                         const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+  check_layer_norm_params(*this, "layer_norm", x, gamma, mean, rstd);
+  f32_arg(*this, "layer_norm", "beta", beta);
+  f32_arg(*this, "layer_norm", "y", y);
+  require_shape("layer_norm", "beta", beta, Shape{x.dim(-1)});
+  require_same_shape("layer_norm", "x", x, "y", y);
+  TX_CHECK(eps > 0.0f, "layer_norm: eps ", eps, " must be > 0");
+  if (x.numel()) layer_norm_impl(x, gamma, beta, eps, y, mean, rstd);
+}
+
+void Backend::layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                  const Tensor& mean, const Tensor& rstd, const Tensor& dx,
+                                  const Tensor& dgamma, const Tensor& dbeta) {
+  check_layer_norm_params(*this, "layer_norm_backward", x, gamma, mean, rstd);
+  f32_arg(*this, "layer_norm_backward", "dy", dy);
+  f32_arg(*this, "layer_norm_backward", "dx", dx);
+  f32_arg(*this, "layer_norm_backward", "dgamma", dgamma);
+  f32_arg(*this, "layer_norm_backward", "dbeta", dbeta);
+  require_same_shape("layer_norm_backward", "x", x, "dy", dy);
+  require_same_shape("layer_norm_backward", "x", x, "dx", dx);
+  require_same_shape("layer_norm_backward", "gamma", gamma, "dgamma", dgamma);
+  require_same_shape("layer_norm_backward", "gamma", gamma, "dbeta", dbeta);
+  if (x.numel()) layer_norm_backward_impl(dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
+}
+
+namespace {
+void check_cross_entropy(const Backend& be, const char* op, const Tensor& logits,
+                         const Tensor& targets, float smoothing, const char* rows_name,
+                         const Tensor& rows) {
+  f32_arg(be, op, "logits", logits);
+  i32_arg(be, op, "targets", targets);
+  f32_arg(be, op, rows_name, rows);
+  require_min_ndim(op, "logits", logits, 1);
+  int64_t r = logits.shape().rows();
+  TX_CHECK(targets.numel() == r, op, ": targets ", targets.shape().str(), " must hold one id per row of logits ",
+           logits.shape().str(), " (", r, " rows)");
+  TX_CHECK(rows.numel() == r, op, ": ", rows_name, " ", rows.shape().str(),
+           " must hold one value per row of logits ", logits.shape().str(), " (", r, " rows)");
+  TX_CHECK(smoothing >= 0.0f && smoothing < 1.0f, op, ": label smoothing ", smoothing,
+           " must be in [0, 1)");
+}
+}  // namespace
+
+void Backend::cross_entropy(const Tensor& logits, const Tensor& targets, float smoothing,
+                            int32_t ignore_index, const Tensor& losses, const Tensor& nll) {
+  check_cross_entropy(*this, "cross_entropy", logits, targets, smoothing, "losses", losses);
+  if (nll.defined()) {
+    f32_arg(*this, "cross_entropy", "nll", nll);
+    require_same_shape("cross_entropy", "losses", losses, "nll", nll);
+  }
+  if (logits.numel()) cross_entropy_impl(logits, targets, smoothing, ignore_index, losses, nll);
+}
+
+void Backend::cross_entropy_backward(const Tensor& logits, const Tensor& targets, float smoothing,
+                                     int32_t ignore_index, const Tensor& dlosses,
+                                     const Tensor& dlogits) {
+  check_cross_entropy(*this, "cross_entropy_backward", logits, targets, smoothing, "dlosses",
+                      dlosses);
+  f32_arg(*this, "cross_entropy_backward", "dlogits", dlogits);
+  require_same_shape("cross_entropy_backward", "logits", logits, "dlogits", dlogits);
+  if (logits.numel())
+    cross_entropy_backward_impl(logits, targets, smoothing, ignore_index, dlosses, dlogits);
+}
+
+// ---- lookup and reordering --------------------------------------------------------------------
+
+namespace {
+// src [N, rest...] and dst [M, rest...] share the row size; index holds M ids.
+void check_rows(const Backend& be, const char* op, const Tensor& table, const char* table_name,
+                const Tensor& rows, const char* rows_name, const Tensor& index) {
+  f32_arg(be, op, table_name, table);
+  f32_arg(be, op, rows_name, rows);
+  i32_arg(be, op, "index", index);
+  require_min_ndim(op, table_name, table, 1);
+  require_min_ndim(op, rows_name, rows, 1);
+  int64_t row = table.dim(0) ? table.numel() / table.dim(0) : 0;
+  int64_t rows_row = rows.dim(0) ? rows.numel() / rows.dim(0) : 0;
+  TX_CHECK(index.ndim() == 1 && index.dim(0) == rows.dim(0), op, ": index ",
+           index.shape().str(), " must be [", rows.dim(0), "], one id per row of ", rows_name, " ",
+           rows.shape().str());
+  TX_CHECK(rows.dim(0) == 0 || row == rows_row, op, ": row sizes differ: ", table_name, " ",
+           table.shape().str(), " vs ", rows_name, " ", rows.shape().str());
+}
+}  // namespace
+
+void Backend::gather_rows(const Tensor& src, const Tensor& index, const Tensor& dst, float scale) {
+  check_rows(*this, "gather_rows", src, "src", dst, "dst", index);
+  if (dst.numel()) gather_rows_impl(src, index, dst, scale);
+}
+
+void Backend::scatter_add_rows(const Tensor& src, const Tensor& index, const Tensor& dst,
+                               float scale) {
+  check_rows(*this, "scatter_add_rows", dst, "dst", src, "src", index);
+  if (src.numel()) scatter_add_rows_impl(src, index, dst, scale);
+}
+
+void Backend::top_k(const Tensor& x, int k, const Tensor& values, const Tensor& indices) {
+  f32_arg(*this, "top_k", "x", x);
+  f32_arg(*this, "top_k", "values", values);
+  i32_arg(*this, "top_k", "indices", indices);
+  require_min_ndim("top_k", "x", x, 1);
+  TX_CHECK(k >= 1 && k <= x.dim(-1), "top_k: k=", k, " must be in [1, ", x.dim(-1),
+           "] for x ", x.shape().str());
+  Shape want{x.shape().rows(), k};
+  TX_CHECK(values.numel() == want.numel(), "top_k: values ", values.shape().str(), " must be ",
+           want.str());
+  TX_CHECK(indices.numel() == want.numel(), "top_k: indices ", indices.shape().str(),
+           " must be ", want.str());
+  if (x.numel()) top_k_impl(x, k, values, indices);
+}
+
+// ---- reductions -------------------------------------------------------------------------------
+
+void Backend::sum(const Tensor& x, const Tensor& out) {
+  f32_arg(*this, "sum", "x", x);
+  f32_arg(*this, "sum", "out", out);
+  require_scalar_out("sum", out);
+  sum_impl(x, out);
+}
+
+void Backend::squared_norm(const Tensor& x, const Tensor& out) {
+  f32_arg(*this, "squared_norm", "x", x);
+  f32_arg(*this, "squared_norm", "out", out);
+  require_scalar_out("squared_norm", out);
+  squared_norm_impl(x, out);
+}
+
+void Backend::sum_rows(const Tensor& x, const Tensor& out, float beta) {
+  f32_arg(*this, "sum_rows", "x", x);
+  f32_arg(*this, "sum_rows", "out", out);
+  require_min_ndim("sum_rows", "x", x, 1);
+  require_shape("sum_rows", "out", out, Shape{x.dim(-1)});
+  sum_rows_impl(x, out, beta);
+}
+
+// ---- optimiser --------------------------------------------------------------------------------
+
+void Backend::adam_update(const Tensor& param, const Tensor& grad, const Tensor& m,
+                          const Tensor& v, const AdamParams& p) {
+  f32_arg(*this, "adam_update", "param", param);
+  f32_arg(*this, "adam_update", "grad", grad);
+  f32_arg(*this, "adam_update", "m", m);
+  f32_arg(*this, "adam_update", "v", v);
+  require_same_shape("adam_update", "param", param, "grad", grad);
+  require_same_shape("adam_update", "param", param, "m", m);
+  require_same_shape("adam_update", "param", param, "v", v);
+  TX_CHECK(p.step >= 1, "adam_update: step ", p.step, " must be >= 1 (it is 1-based)");
+  if (param.numel()) adam_update_impl(param, grad, m, v, p);
+}
+
+}  // namespace tx

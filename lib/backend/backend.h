@@ -1,0 +1,205 @@
+// Backend: the operator table. Every operator the Transformer needs, forward and backward,
+// for one device. backends/cpu and backends/cuda each implement all of it.
+//
+// Conventions, the same for every operator:
+// - Tensors are dense and row-major. "[R, C]" means any shape viewed as rows x last dim.
+// - Arguments are inputs first, then outputs; outputs are preallocated by the caller and are
+//   written through the (const) Tensor handle.
+// - Every *_backward operator ADDS into its gradient outputs (dx += ...), so gradients from
+//   several uses of a tensor accumulate; callers zero gradients once per step.
+// - Operators may run asynchronously; download() and synchronize() wait for them.
+// - Compute operators take f32; cast() converts to and from f16/bf16; indices are i32.
+//
+// The public methods check shapes and dtypes once, here, and raise tx::Error naming the
+// operator and the offending shapes; backends implement the protected *_impl methods and may
+// assume valid arguments.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace tx {
+
+struct BackendOptions {
+  int threads = 0;       // CPU worker threads; 0 = all cores
+  int device_index = 0;  // which GPU for cuda
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;  // "cpu", "cuda:0"
+  virtual Device device() const = 0;
+  virtual std::shared_ptr<Allocator> allocator() const = 0;
+  // Waits until every operator issued so far has finished.
+  virtual void synchronize() = 0;
+
+  // ---- memory --------------------------------------------------------------------------------
+  Tensor empty(const Shape& shape, DType dtype = DType::f32) const;
+  Tensor zeros(const Shape& shape, DType dtype = DType::f32);
+  // Copies host data in; `host.size()` must equal the element count of `shape`.
+  Tensor upload(const std::vector<float>& host, const Shape& shape);
+  Tensor upload(const std::vector<int32_t>& host, const Shape& shape);
+  // Synchronising copies out. download<float> needs f32, download<int32_t> needs i32.
+  template <typename T>
+  std::vector<T> download(const Tensor& t);
+
+  void copy_from_host(const void* src, const Tensor& dst);  // dst.nbytes() bytes
+  void copy_to_host(const Tensor& src, void* dst);         // synchronises
+  void copy(const Tensor& src, const Tensor& dst);          // same device, same shape and dtype
+  void fill(const Tensor& x, float value);                  // f32, f16, bf16 or i32
+
+  // ---- linear algebra ------------------------------------------------------------------------
+  // c = alpha * op(a) @ op(b) + beta * c, op(x) = x or x^T. 2-D: a [M,K] (or [K,M] when
+  // trans_a), b [K,N] (or [N,K] when trans_b), c [M,N]. 3-D: the same per batch entry
+  // ([batch, ., .] for all three: a strided batched GEMM).
+  void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+            float alpha = 1.0f, float beta = 0.0f);
+
+  // ---- elementwise ---------------------------------------------------------------------------
+  void add_bias(const Tensor& x, const Tensor& bias, const Tensor& y);  // y = x + bias (x [R,C], bias [C])
+  void add(const Tensor& a, const Tensor& b, const Tensor& y);          // y = a + b
+  void axpy(float alpha, const Tensor& x, const Tensor& y);             // y += alpha * x
+  void scale(const Tensor& x, float alpha, const Tensor& y);            // y = alpha * x
+  void relu(const Tensor& x, const Tensor& y);                          // y = max(x, 0)
+  void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx);  // dx += dy * (y > 0)
+  // y = x * keep / (1 - p), keep_i = uniform01(seed, offset + i) >= p (core/rng.h), so the mask
+  // is recomputed in the backward pass and equal on every backend.
+  void dropout(const Tensor& x, float p, uint64_t seed, uint64_t offset, const Tensor& y);
+  void dropout_backward(const Tensor& dy, float p, uint64_t seed, uint64_t offset,
+                        const Tensor& dx);
+  // y = x + PE(start + t) for x [B, T, D], the sinusoidal encoding of the paper (section 3.5):
+  // PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(pos / 10000^(2i/D)).
+  void add_positions(const Tensor& x, int64_t start, const Tensor& y);
+  // Converts between f32, f16, bf16 and i32 (values rounded to nearest even; i32 from float
+  // truncates towards zero).
+  void cast(const Tensor& x, const Tensor& y);
+
+  // ---- attention -----------------------------------------------------------------------------
+  // y = softmax(scale * x) along the last dim. x is [B, ..., Tq, Tk] (ndim >= 2).
+  // key_lengths (optional, i32 [B]): keys j >= key_lengths[b] get probability 0 (right padding).
+  // causal: query i sees keys j <= i + (Tk - Tq), which covers training (Tq == Tk) and
+  // incremental decoding (Tq == 1 at the end of the cache). Rows with no visible key are 0.
+  void softmax(const Tensor& x, float scale, const Tensor& key_lengths, bool causal,
+               const Tensor& y);
+  // dx += scale * y * (dy - sum(dy * y)) along the last dim.
+  void softmax_backward(const Tensor& y, const Tensor& dy, float scale, const Tensor& dx);
+  // [B, T, heads * d_head] -> [B, heads, T, d_head], y = (accumulate ? y : 0) + split(x).
+  void split_heads(const Tensor& x, int heads, const Tensor& y, bool accumulate = false);
+  // [B, heads, T, d_head] -> [B, T, heads * d_head], y = (accumulate ? y : 0) + merge(x).
+  void merge_heads(const Tensor& x, const Tensor& y, bool accumulate = false);
+
+  // ---- normalisation and losses --------------------------------------------------------------
+  void log_softmax(const Tensor& x, const Tensor& y);  // along the last dim
+  // dx += dy - exp(y) * sum(dy), y the forward output.
+  void log_softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx);
+  // y = (x - mean) * rstd * gamma + beta over the last dim D; x [R, D], gamma/beta [D];
+  // saves mean [R] and rstd [R] = 1 / sqrt(var + eps) (biased variance) for the backward.
+  void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                  const Tensor& y, const Tensor& mean, const Tensor& rstd);
+  void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                           const Tensor& mean, const Tensor& rstd, const Tensor& dx,
+                           const Tensor& dgamma, const Tensor& dbeta);
+  // Label-smoothed cross-entropy fused with log-softmax. logits [R, V], targets i32 [R].
+  // losses[r] = -sum_v q_v log p_v with q = (1 - smoothing) onehot(target) + smoothing / V;
+  // nll (optional) [R] = -log p_target. Rows whose target == ignore_index give 0.
+  void cross_entropy(const Tensor& logits, const Tensor& targets, float smoothing,
+                     int32_t ignore_index, const Tensor& losses, const Tensor& nll);
+  // dlogits[r] += dlosses[r] * (softmax(logits[r]) - q_r); ignored rows get nothing.
+  void cross_entropy_backward(const Tensor& logits, const Tensor& targets, float smoothing,
+                              int32_t ignore_index, const Tensor& dlosses,
+                              const Tensor& dlogits);
+
+  // ---- lookup and reordering -----------------------------------------------------------------
+  // dst[m] = scale * src[index[m]] for src [N, ...], index i32 [M], dst [M, ...]: embedding
+  // lookup and beam reordering. Indices outside [0, N) are an error.
+  void gather_rows(const Tensor& src, const Tensor& index, const Tensor& dst, float scale = 1.0f);
+  // dst[index[m]] += scale * src[m]: the embedding gradient (repeated indices accumulate).
+  void scatter_add_rows(const Tensor& src, const Tensor& index, const Tensor& dst,
+                        float scale = 1.0f);
+  // The k largest entries of each row of x [R, C], in descending order (ties: lower index
+  // first): values f32 [R, k], indices i32 [R, k].
+  void top_k(const Tensor& x, int k, const Tensor& values, const Tensor& indices);
+
+  // ---- reductions ----------------------------------------------------------------------------
+  void sum(const Tensor& x, const Tensor& out);           // out [1] = sum of all elements
+  void squared_norm(const Tensor& x, const Tensor& out);  // out [1] = sum of squares
+  // out [C] = beta * out + column sums of x [R, C] (the bias gradient with beta = 1).
+  void sum_rows(const Tensor& x, const Tensor& out, float beta = 0.0f);
+
+  // ---- optimiser -----------------------------------------------------------------------------
+  struct AdamParams {
+    float lr = 1e-3f;
+    float beta1 = 0.9f;
+    float beta2 = 0.98f;
+    float eps = 1e-9f;
+    int64_t step = 1;          // 1-based, for bias correction
+    float grad_scale = 1.0f;   // grads are multiplied by this first (clipping, loss scaling)
+    float weight_decay = 0.0f;  // decoupled (AdamW); 0 = the paper's Adam
+  };
+  // Fused Adam with bias correction: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+  // param -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + lr * wd * param.
+  void adam_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                   const AdamParams& p);
+
+ protected:
+  virtual void copy_from_host_impl(const void* src, const Tensor& dst) = 0;
+  virtual void copy_to_host_impl(const Tensor& src, void* dst) = 0;
+  virtual void copy_impl(const Tensor& src, const Tensor& dst) = 0;
+  virtual void fill_impl(const Tensor& x, float value) = 0;
+  virtual void gemm_impl(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                         const Tensor& c, float alpha, float beta) = 0;
+  virtual void add_bias_impl(const Tensor& x, const Tensor& bias, const Tensor& y) = 0;
+  virtual void add_impl(const Tensor& a, const Tensor& b, const Tensor& y) = 0;
+  virtual void axpy_impl(float alpha, const Tensor& x, const Tensor& y) = 0;
+  virtual void scale_impl(const Tensor& x, float alpha, const Tensor& y) = 0;
+  virtual void relu_impl(const Tensor& x, const Tensor& y) = 0;
+  virtual void relu_backward_impl(const Tensor& dy, const Tensor& y, const Tensor& dx) = 0;
+  virtual void dropout_impl(const Tensor& x, float p, uint64_t seed, uint64_t offset,
+                            const Tensor& y) = 0;
+  virtual void dropout_backward_impl(const Tensor& dy, float p, uint64_t seed, uint64_t offset,
+                                     const Tensor& dx) = 0;
+  virtual void add_positions_impl(const Tensor& x, int64_t start, const Tensor& y) = 0;
+  virtual void cast_impl(const Tensor& x, const Tensor& y) = 0;
+  virtual void softmax_impl(const Tensor& x, float scale, const Tensor& key_lengths, bool causal,
+                            const Tensor& y) = 0;
+  virtual void softmax_backward_impl(const Tensor& y, const Tensor& dy, float scale,
+                                     const Tensor& dx) = 0;
+  virtual void split_heads_impl(const Tensor& x, int heads, const Tensor& y, bool accumulate) = 0;
+  virtual void merge_heads_impl(const Tensor& x, const Tensor& y, bool accumulate) = 0;
+  virtual void log_softmax_impl(const Tensor& x, const Tensor& y) = 0;
+  virtual void log_softmax_backward_impl(const Tensor& y, const Tensor& dy,
+                                         const Tensor& dx) = 0;
+  virtual void layer_norm_impl(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                               float eps, const Tensor& y, const Tensor& mean,
+                               const Tensor& rstd) = 0;
+  virtual void layer_norm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                        const Tensor& mean, const Tensor& rstd, const Tensor& dx,
+                                        const Tensor& dgamma, const Tensor& dbeta) = 0;
+  virtual void cross_entropy_impl(const Tensor& logits, const Tensor& targets, float smoothing,
+                                  int32_t ignore_index, const Tensor& losses,
+                                  const Tensor& nll) = 0;
+  virtual void cross_entropy_backward_impl(const Tensor& logits, const Tensor& targets,
+                                           float smoothing, int32_t ignore_index,
+                                           const Tensor& dlosses, const Tensor& dlogits) = 0;
+  virtual void gather_rows_impl(const Tensor& src, const Tensor& index, const Tensor& dst,
+                                float scale) = 0;
+  virtual void scatter_add_rows_impl(const Tensor& src, const Tensor& index, const Tensor& dst,
+                                     float scale) = 0;
+  virtual void top_k_impl(const Tensor& x, int k, const Tensor& values,
+                          const Tensor& indices) = 0;
+  virtual void sum_impl(const Tensor& x, const Tensor& out) = 0;
+  virtual void squared_norm_impl(const Tensor& x, const Tensor& out) = 0;
+  virtual void sum_rows_impl(const Tensor& x, const Tensor& out, float beta) = 0;
+  virtual void adam_update_impl(const Tensor& param, const Tensor& grad, const Tensor& m,
+                                const Tensor& v, const AdamParams& p) = 0;
+};
+
+}  // namespace tx

@@ -1,0 +1,48 @@
+#include "core/allocator.h"
+
+namespace tx {
+
+size_t CachingAllocator::round_size(size_t bytes) {
+  if (bytes <= 512) return 512;
+  // Round up to 1/8 steps of the next power of two: at most 12.5% waste.
+  size_t p = 1;
+  while (p < bytes) p <<= 1;
+  size_t step = p / 16 < 512 ? 512 : p / 16;
+  return (bytes + step - 1) / step * step;
+}
+
+void* CachingAllocator::allocate(size_t bytes) {
+  size_t size = round_size(bytes);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = free_.find(size);
+    if (it != free_.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      return p;
+    }
+  }
+  return raw_->allocate(size);
+}
+
+void CachingAllocator::deallocate(void* p, size_t bytes) {
+  if (!p) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  free_[round_size(bytes)].push_back(p);
+}
+
+void CachingAllocator::release_cached() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [size, blocks] : free_)
+    for (void* p : blocks) raw_->deallocate(p, size);
+  free_.clear();
+}
+
+size_t CachingAllocator::cached_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t total = 0;
+  for (auto& [size, blocks] : free_) total += size * blocks.size();
+  return total;
+}
+
+}  // namespace tx

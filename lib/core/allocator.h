@@ -1,0 +1,46 @@
+// Allocator: raw device memory for tensors, and a caching layer so steady-state steps never
+// reach the system allocator.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/device.h"
+
+namespace tx {
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* p, size_t bytes) = 0;
+  virtual Device device() const = 0;
+};
+
+// Keeps freed blocks in per-size free lists and hands them out again; sizes are rounded up
+// so that a training step's varying batch shapes reuse the same blocks.
+class CachingAllocator : public Allocator {
+ public:
+  explicit CachingAllocator(std::unique_ptr<Allocator> raw) : raw_(std::move(raw)) {}
+  ~CachingAllocator() override { release_cached(); }
+
+  void* allocate(size_t bytes) override;
+  void deallocate(void* p, size_t bytes) override;
+  Device device() const override { return raw_->device(); }
+
+  // Returns every cached block to the raw allocator.
+  void release_cached();
+  size_t cached_bytes() const;
+  // Rounded size that allocate() really reserves for `bytes`.
+  static size_t round_size(size_t bytes);
+
+ private:
+  std::unique_ptr<Allocator> raw_;
+  mutable std::mutex mutex_;
+  std::map<size_t, std::vector<void*>> free_;
+};
+
+}  // namespace tx
