@@ -1,6 +1,6 @@
 // bench/gemm: tx's GEMM through the backend vs a direct oneDNN sgemm on Transformer shapes.
 //
-// Usage: gemm [--threads N] [--seconds S]
+// Usage: gemm [--cpu-threads N] [--seconds S]
 // Prints one row per shape: GFLOP/s of both and their ratio (tx / oneDNN). The two are timed
 // alternately in the same run, so machine noise hits both alike.
 #include <dnnl.h>
@@ -51,7 +51,7 @@ int parse_int(int argc, char** argv, const char* flag, int fallback) {
 int main(int argc, char** argv) {
   tx::register_builtin_backends();
   tx::BackendOptions options;
-  options.threads = parse_int(argc, argv, "--threads", 0);
+  options.threads = parse_int(argc, argv, "--cpu-threads", 0);
   auto be = tx::create_backend("cpu", options);
   const int threads = omp_get_max_threads();
   const double budget = parse_int(argc, argv, "--seconds", 2);

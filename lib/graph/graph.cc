@@ -1,0 +1,69 @@
+#include "graph/graph.h"
+
+namespace tx {
+
+Graph::Graph(Backend& backend, GraphOptions options)
+    : be_(backend), options_(options), rng_(options.seed) {
+  if (options_.arena) arena_ = std::make_unique<Arena>(be_.allocator());
+}
+
+Tensor Graph::alloc(const Shape& shape, DType dtype) {
+  return arena_ ? arena_->allocate(shape, dtype) : be_.empty(shape, dtype);
+}
+
+Var Graph::output(const Shape& shape, bool requires_grad) {
+  return make_var(alloc(shape), requires_grad && options_.grad);
+}
+
+bool Graph::recording(std::initializer_list<const Var*> inputs) const {
+  if (!options_.grad) return false;
+  for (const Var* v : inputs)
+    if (*v && (*v)->requires_grad) return true;
+  return false;
+}
+
+void Graph::record(Backward backward) {
+  if (options_.grad) tape_.push_back(std::move(backward));
+}
+
+const Tensor& Graph::grad(const Var& v) {
+  if (!v->grad.defined()) {
+    // Parameter gradients outlive the step, so they never come from the arena.
+    v->grad = v->persistent ? be_.empty(v->value.shape()) : alloc(v->value.shape());
+    be_.fill(v->grad, 0.0f);
+  }
+  return v->grad;
+}
+
+void Graph::backward(const Var& loss) {
+  TX_CHECK(loss->value.numel() == 1, "backward: the loss ", loss->value.str(),
+           " must hold one element; pass a seed gradient for a tensor output");
+  TX_CHECK(loss->requires_grad,
+           "backward: the loss does not depend on anything that needs a "
+           "gradient (was it computed with grad disabled?)");
+  be_.fill(grad(loss), 1.0f);
+  replay();
+}
+
+void Graph::backward(const Var& y, const Tensor& dy) {
+  TX_CHECK(y->requires_grad,
+           "backward: the output does not depend on anything that needs a "
+           "gradient (was it computed with grad disabled?)");
+  TX_CHECK(dy.shape() == y->value.shape(), "backward: seed gradient ", dy.str(),
+           " must have the shape of the output ", y->value.str());
+  be_.axpy(1.0f, dy, grad(y));
+  replay();
+}
+
+void Graph::replay() {
+  // Each closure was appended after its inputs' producers, so reverse order is topological.
+  for (size_t i = tape_.size(); i-- > 0;) tape_[i](*this);
+  tape_.clear();
+}
+
+void Graph::reset() {
+  tape_.clear();
+  if (arena_) arena_->reset();
+}
+
+}  // namespace tx

@@ -1,0 +1,88 @@
+// Graph: the context of one forward pass — backend, tape of backward kernels, dropout stream.
+//
+// Ops (graph/ops.h) run their forward operator at once and, when gradients are wanted, append
+// a closure that runs the matching *_backward operators. backward() replays the closures in
+// reverse order. With grad disabled nothing is recorded and no gradient buffer is allocated:
+// the same layer code serves inference.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/arena.h"
+#include "core/rng.h"
+#include "graph/var.h"
+
+namespace tx {
+
+struct GraphOptions {
+  bool grad = true;      // record the tape (training); false = inference
+  bool training = true;  // dropout active; false = dropout is the identity
+  uint64_t seed = 1;     // dropout masks come from (seed, counter), see core/rng.h
+  // Take activations and their gradients from a per-step arena (rewound by reset()) instead
+  // of the backend allocator. Vars must then not outlive reset().
+  bool arena = false;
+};
+
+class Graph {
+ public:
+  using Backward = std::function<void(Graph&)>;
+
+  explicit Graph(Backend& backend, GraphOptions options = {});
+
+  Backend& backend() const { return be_; }
+  bool grad_enabled() const { return options_.grad; }
+  bool training() const { return options_.training; }
+  void set_grad_enabled(bool on) { options_.grad = on; }
+  void set_training(bool on) { options_.training = on; }
+  Rng& rng() { return rng_; }
+
+  // Uninitialised memory for an op's output or scratch.
+  Tensor alloc(const Shape& shape, DType dtype = DType::f32);
+  // A new op output; it needs a gradient when grad is on and any input needs one.
+  Var output(const Shape& shape, bool requires_grad);
+  // True when an op with these inputs must record its backward.
+  bool recording(std::initializer_list<const Var*> inputs) const;
+
+  void record(Backward backward);
+  size_t tape_size() const { return tape_.size(); }
+
+  // v's gradient, allocated and zeroed on first use (once per step for activations; once
+  // for parameters, which then accumulate until zeroed by their owner).
+  const Tensor& grad(const Var& v);
+
+  // Seeds d(loss) = 1 (loss holds one element), replays the tape in reverse, then drops it.
+  void backward(const Var& loss);
+  // The same with a given seed gradient dy (the shape of y): the gradient of sum(y * dy).
+  void backward(const Var& y, const Tensor& dy);
+
+  // Drops the tape and, with the arena, rewinds it: the start of a new step.
+  void reset();
+
+ private:
+  void replay();
+
+  Backend& be_;
+  GraphOptions options_;
+  Rng rng_;
+  std::unique_ptr<Arena> arena_;
+  std::vector<Backward> tape_;
+};
+
+// Turns gradient recording off for a scope (inference inside a training graph).
+class NoGradScope {
+ public:
+  explicit NoGradScope(Graph& g) : g_(g), was_(g.grad_enabled()) { g.set_grad_enabled(false); }
+  ~NoGradScope() { g_.set_grad_enabled(was_); }
+  NoGradScope(const NoGradScope&) = delete;
+  NoGradScope& operator=(const NoGradScope&) = delete;
+
+ private:
+  Graph& g_;
+  bool was_;
+};
+
+}  // namespace tx

@@ -1,0 +1,57 @@
+// Differentiable ops: each runs its forward operator now and records its backward on the tape.
+//
+// Shapes follow backend/backend.h; "[..., C]" is any shape viewed as rows x C. Weights are
+// stored [out, in] as in PyTorch and fairseq, so linear computes x @ W^T + b.
+#pragma once
+
+#include <cstdint>
+
+#include "graph/graph.h"
+
+namespace tx::ops {
+
+// ---- linear algebra (ops_matmul.cc) ---------------------------------------------------------
+// y [..., out] = x [..., in] @ w^T + b; w [out, in], b [out] (b may be null: no bias).
+Var linear(Graph& g, const Var& x, const Var& w, const Var& b);
+// c = alpha * op(a) @ op(b), batched over all leading dimensions, which a and b share:
+// a [..., M, K] (or [..., K, M] when trans_a), b [..., K, N] (or [..., N, K]) -> [..., M, N].
+Var matmul(Graph& g, const Var& a, bool trans_a, const Var& b, bool trans_b, float alpha = 1.0f);
+
+// ---- elementwise (ops_elementwise.cc) -------------------------------------------------------
+Var add(Graph& g, const Var& a, const Var& b);   // a + b, same shapes (residuals)
+Var scale(Graph& g, const Var& x, float alpha);  // alpha * x
+Var relu(Graph& g, const Var& x);
+// Inverted dropout with probability p; the identity (x itself) when the graph is not training
+// or p == 0. The mask comes from the graph's Rng and is recomputed in the backward.
+Var dropout(Graph& g, const Var& x, float p);
+// x [B, T, D] + the sinusoidal encoding of positions start, start+1, ...
+Var add_positions(Graph& g, const Var& x, int64_t start = 0);
+// The same elements seen with another shape (same element count).
+Var reshape(Graph& g, const Var& x, const Shape& shape);
+
+// ---- attention (ops_attention.cc) -----------------------------------------------------------
+// softmax(scale * x) over the last dim of x [B, ..., Tq, Tk]; key_lengths (i32 [B], optional)
+// masks right padding; causal hides future keys. See Backend::softmax.
+Var softmax(Graph& g, const Var& x, float scale, const Tensor& key_lengths, bool causal);
+// [B, T, heads * d_head] <-> [B, heads, T, d_head].
+Var split_heads(Graph& g, const Var& x, int heads);
+Var merge_heads(Graph& g, const Var& x);
+
+// ---- normalisation (ops_layer_norm.cc) ------------------------------------------------------
+// (x - mean) / sqrt(var + eps) * gamma + beta over the last dim of x [..., D].
+Var layer_norm(Graph& g, const Var& x, const Var& gamma, const Var& beta, float eps);
+
+// ---- embedding (ops_embedding.cc) -----------------------------------------------------------
+// y [..., D] = scale * table[ids] for table [V, D] and ids i32 of any shape [...].
+Var embedding(Graph& g, const Var& table, const Tensor& ids, float scale = 1.0f);
+
+// ---- losses and reductions (ops_loss.cc) ----------------------------------------------------
+// Label-smoothed cross-entropy per row of logits [..., V] for targets i32 (one per row):
+// returns losses [rows]; rows whose target is ignore_index give 0. When nll is non-null it
+// receives -log p(target) per row (not differentiable: for reporting).
+Var cross_entropy(Graph& g, const Var& logits, const Tensor& targets, float smoothing,
+                  int32_t ignore_index, Tensor* nll = nullptr);
+// The sum of all elements, as a [1] tensor (the scalar loss).
+Var sum(Graph& g, const Var& x);
+
+}  // namespace tx::ops

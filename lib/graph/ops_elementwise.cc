@@ -1,0 +1,80 @@
+// Elementwise ops: add, scale, relu, dropout, positional encoding, reshape.
+#include "graph/ops.h"
+
+namespace tx::ops {
+
+Var add(Graph& g, const Var& a, const Var& b) {
+  TX_CHECK(a->value.shape() == b->value.shape(), "add: shapes differ: ", a->value.str(), " vs ",
+           b->value.str());
+  const bool rec = g.recording({&a, &b});
+  Var y = g.output(a->value.shape(), rec);
+  g.backend().add(a->value, b->value, y->value);
+  if (rec)
+    g.record([a, b, y](Graph& g) {
+      if (!y->grad.defined()) return;
+      // a and b may be the same Var (x + x): each use adds its share.
+      if (a->requires_grad) g.backend().axpy(1.0f, y->grad, g.grad(a));
+      if (b->requires_grad) g.backend().axpy(1.0f, y->grad, g.grad(b));
+    });
+  return y;
+}
+
+Var scale(Graph& g, const Var& x, float alpha) {
+  const bool rec = g.recording({&x});
+  Var y = g.output(x->value.shape(), rec);
+  g.backend().scale(x->value, alpha, y->value);
+  if (rec)
+    g.record([x, y, alpha](Graph& g) {
+      if (y->grad.defined()) g.backend().axpy(alpha, y->grad, g.grad(x));
+    });
+  return y;
+}
+
+Var relu(Graph& g, const Var& x) {
+  const bool rec = g.recording({&x});
+  Var y = g.output(x->value.shape(), rec);
+  g.backend().relu(x->value, y->value);
+  if (rec)
+    g.record([x, y](Graph& g) {
+      if (y->grad.defined()) g.backend().relu_backward(y->grad, y->value, g.grad(x));
+    });
+  return y;
+}
+
+Var dropout(Graph& g, const Var& x, float p) {
+  if (!g.training() || p == 0.0f) return x;
+  const uint64_t seed = g.rng().seed();
+  const uint64_t offset = g.rng().take(static_cast<uint64_t>(x->value.numel()));
+  const bool rec = g.recording({&x});
+  Var y = g.output(x->value.shape(), rec);
+  g.backend().dropout(x->value, p, seed, offset, y->value);
+  if (rec)
+    g.record([x, y, p, seed, offset](Graph& g) {
+      if (y->grad.defined()) g.backend().dropout_backward(y->grad, p, seed, offset, g.grad(x));
+    });
+  return y;
+}
+
+Var add_positions(Graph& g, const Var& x, int64_t start) {
+  const bool rec = g.recording({&x});
+  Var y = g.output(x->value.shape(), rec);
+  g.backend().add_positions(x->value, start, y->value);
+  if (rec)
+    g.record([x, y](Graph& g) {
+      if (y->grad.defined()) g.backend().axpy(1.0f, y->grad, g.grad(x));
+    });
+  return y;
+}
+
+Var reshape(Graph& g, const Var& x, const Shape& shape) {
+  const bool rec = g.recording({&x});
+  // Tensor::view checks the element count; the value is shared, not copied.
+  Var y = make_var(x->value.view(shape), rec);
+  if (rec)
+    g.record([x, y](Graph& g) {
+      if (y->grad.defined()) g.backend().axpy(1.0f, y->grad.view(x->value.shape()), g.grad(x));
+    });
+  return y;
+}
+
+}  // namespace tx::ops

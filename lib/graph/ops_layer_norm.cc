@@ -1,0 +1,29 @@
+// LayerNorm over the last dimension.
+#include "graph/ops.h"
+
+namespace tx::ops {
+
+Var layer_norm(Graph& g, const Var& x, const Var& gamma, const Var& beta, float eps) {
+  const Tensor& xv = x->value;
+  TX_CHECK(xv.ndim() >= 1, "layer_norm: x ", xv.str(), " needs at least one dimension");
+  const bool rec = g.recording({&x, &gamma, &beta});
+  Var y = g.output(xv.shape(), rec);
+  // The statistics are saved for the backward, which then need not recompute them.
+  Tensor mean = g.alloc({xv.shape().rows()});
+  Tensor rstd = g.alloc({xv.shape().rows()});
+  g.backend().layer_norm(xv, gamma->value, beta->value, eps, y->value, mean, rstd);
+  if (rec)
+    g.record([x, gamma, beta, y, mean, rstd](Graph& g) {
+      if (!y->grad.defined()) return;
+      // The operator writes all three gradients; those nobody wants go to scratch.
+      auto grad_or_scratch = [&g](const Var& v) {
+        return v->requires_grad ? g.grad(v) : g.alloc(v->value.shape());
+      };
+      g.backend().layer_norm_backward(y->grad, x->value, gamma->value, mean, rstd,
+                                      grad_or_scratch(x), grad_or_scratch(gamma),
+                                      grad_or_scratch(beta));
+    });
+  return y;
+}
+
+}  // namespace tx::ops

@@ -1,0 +1,41 @@
+// Losses and reductions: label-smoothed cross-entropy and the sum to a scalar.
+#include "graph/ops.h"
+
+namespace tx::ops {
+
+Var cross_entropy(Graph& g, const Var& logits, const Tensor& targets, float smoothing,
+                  int32_t ignore_index, Tensor* nll) {
+  const Tensor& lv = logits->value;
+  TX_CHECK(lv.ndim() >= 1, "cross_entropy: logits ", lv.str(), " need at least one dimension");
+  const int64_t rows = lv.shape().rows();
+  const bool rec = g.recording({&logits});
+  Var losses = g.output({rows}, rec);
+  Tensor nll_rows;
+  if (nll) nll_rows = *nll = g.alloc({rows});
+  g.backend().cross_entropy(lv, targets, smoothing, ignore_index, losses->value, nll_rows);
+  if (rec)
+    g.record([logits, targets, smoothing, ignore_index, losses](Graph& g) {
+      if (losses->grad.defined())
+        g.backend().cross_entropy_backward(logits->value, targets, smoothing, ignore_index,
+                                           losses->grad, g.grad(logits));
+    });
+  return losses;
+}
+
+Var sum(Graph& g, const Var& x) {
+  const bool rec = g.recording({&x});
+  Var y = g.output({1}, rec);
+  g.backend().sum(x->value, y->value);
+  if (rec)
+    g.record([x, y](Graph& g) {
+      if (!y->grad.defined()) return;
+      // dx += dy broadcast: add_bias over x seen as [n, 1] adds the one-element dy to every
+      // row, on the device (reading dy on the host would stall a GPU).
+      const int64_t n = x->value.numel();
+      Tensor dx = g.grad(x).view({n, 1});
+      g.backend().add_bias(dx, y->grad.view({1}), dx);
+    });
+  return y;
+}
+
+}  // namespace tx::ops

@@ -1,0 +1,92 @@
+// linear and batched matmul: the GEMMs, forward and backward.
+#include "graph/ops.h"
+
+namespace tx::ops {
+
+Var linear(Graph& g, const Var& x, const Var& w, const Var& b) {
+  const Tensor& xv = x->value;
+  const Tensor& wv = w->value;
+  TX_CHECK(wv.ndim() == 2 && xv.ndim() >= 1 && xv.dim(-1) == wv.dim(1), "linear: input ", xv.str(),
+           " does not match weight ", wv.str(), " (stored [out, in])");
+  TX_CHECK(!b || (b->value.ndim() == 1 && b->value.dim(0) == wv.dim(0)), "linear: bias ",
+           b->value.str(), " must be [", wv.dim(0), "] for weight ", wv.str());
+  const int64_t rows = xv.shape().rows(), in = wv.dim(1), out = wv.dim(0);
+  std::vector<int64_t> dims = xv.shape().dims();
+  dims.back() = out;
+
+  Backend& be = g.backend();
+  const bool rec = g.recording({&x, &w, &b});
+  Var y = g.output(Shape(dims), rec);
+  Tensor y2 = y->value.view({rows, out});
+  be.gemm(xv.view({rows, in}), false, wv, true, y2);
+  if (b) be.add_bias(y2, b->value, y2);
+
+  if (rec)
+    g.record([x, w, b, y, rows, in, out](Graph& g) {
+      if (!y->grad.defined()) return;
+      Backend& be = g.backend();
+      Tensor dy = y->grad.view({rows, out});
+      if (x->requires_grad)
+        be.gemm(dy, false, w->value, false, g.grad(x).view({rows, in}), 1.0f, 1.0f);
+      if (w->requires_grad)
+        be.gemm(dy, true, x->value.view({rows, in}), false, g.grad(w), 1.0f, 1.0f);
+      if (b && b->requires_grad) be.sum_rows(dy, g.grad(b), 1.0f);
+    });
+  return y;
+}
+
+namespace {
+// A tensor [..., R, C] as the 3-D [batch, R, C] that Backend::gemm takes.
+Tensor as_batched(const Tensor& t) {
+  int64_t r = t.dim(-2), c = t.dim(-1);
+  return t.view({t.numel() / (r * c), r, c});
+}
+}  // namespace
+
+Var matmul(Graph& g, const Var& a, bool trans_a, const Var& b, bool trans_b, float alpha) {
+  const Tensor& av = a->value;
+  const Tensor& bv = b->value;
+  TX_CHECK(av.ndim() >= 2 && av.ndim() == bv.ndim(), "matmul: a ", av.str(), " and b ", bv.str(),
+           " need the same number (>= 2) of dimensions");
+  std::vector<int64_t> lead_a(av.shape().dims().begin(), av.shape().dims().end() - 2);
+  std::vector<int64_t> lead_b(bv.shape().dims().begin(), bv.shape().dims().end() - 2);
+  TX_CHECK(lead_a == lead_b, "matmul: batch dimensions of a ", av.str(), " and b ", bv.str(),
+           " differ");
+  const int64_t m = trans_a ? av.dim(-1) : av.dim(-2);
+  const int64_t n = trans_b ? bv.dim(-2) : bv.dim(-1);
+  std::vector<int64_t> dims = lead_a;
+  dims.push_back(m);
+  dims.push_back(n);
+
+  Backend& be = g.backend();
+  const bool rec = g.recording({&a, &b});
+  Var c = g.output(Shape(dims), rec);
+  // Backend::gemm checks the inner dimensions and names the shapes when they differ.
+  be.gemm(as_batched(av), trans_a, as_batched(bv), trans_b, as_batched(c->value), alpha, 0.0f);
+
+  if (rec)
+    g.record([a, b, c, trans_a, trans_b, alpha](Graph& g) {
+      if (!c->grad.defined()) return;
+      Backend& be = g.backend();
+      Tensor dc = as_batched(c->grad);
+      Tensor A = as_batched(a->value), B = as_batched(b->value);
+      // With C = op(A) op(B): d op(A) = dC op(B)^T and d op(B) = op(A)^T dC, then undo op.
+      if (a->requires_grad) {
+        Tensor da = as_batched(g.grad(a));
+        if (!trans_a)
+          be.gemm(dc, false, B, !trans_b, da, alpha, 1.0f);  // dA = dC op(B)^T
+        else
+          be.gemm(B, trans_b, dc, true, da, alpha, 1.0f);  // dA = op(B) dC^T
+      }
+      if (b->requires_grad) {
+        Tensor db = as_batched(g.grad(b));
+        if (!trans_b)
+          be.gemm(A, !trans_a, dc, false, db, alpha, 1.0f);  // dB = op(A)^T dC
+        else
+          be.gemm(dc, true, A, trans_a, db, alpha, 1.0f);  // dB = dC^T op(A)
+      }
+    });
+  return c;
+}
+
+}  // namespace tx::ops

@@ -1,0 +1,24 @@
+#include "nn/encoder_layer.h"
+
+namespace tx::nn {
+
+EncoderLayer::EncoderLayer(ParamScope scope, const EncoderLayerConfig& config)
+    : config_(config),
+      self_attn_(scope.child("self_attn"), config.d_model, config.heads, config.attention_dropout),
+      self_attn_norm_(scope.child("self_attn_norm"), config.d_model, config.norm_eps),
+      ffn_(scope.child("ffn"), config.d_model, config.d_ff, config.relu_dropout),
+      ffn_norm_(scope.child("ffn_norm"), config.d_model, config.norm_eps) {}
+
+Var EncoderLayer::forward(Graph& g, const Var& x, const Tensor& key_lengths) const {
+  const float p = config_.dropout;
+  if (config_.pre_norm) {
+    Var h = self_attn_norm_.forward(g, x);
+    Var y = ops::add(g, x, ops::dropout(g, self_attn_.forward(g, h, h, key_lengths, false), p));
+    return ops::add(g, y, ops::dropout(g, ffn_.forward(g, ffn_norm_.forward(g, y)), p));
+  }
+  Var attn = self_attn_.forward(g, x, x, key_lengths, /*causal=*/false);
+  Var y = self_attn_norm_.forward(g, ops::add(g, x, ops::dropout(g, attn, p)));
+  return ffn_norm_.forward(g, ops::add(g, y, ops::dropout(g, ffn_.forward(g, y), p)));
+}
+
+}  // namespace tx::nn

@@ -1,0 +1,23 @@
+// FeedForward: the position-wise network of the paper, d_model -> d_ff (ReLU) -> d_model.
+#pragma once
+
+#include "graph/ops.h"
+#include "nn/linear.h"
+
+namespace tx::nn {
+
+class FeedForward {
+ public:
+  FeedForward() = default;
+  // Parameters under "<scope>.fc1" [d_ff, d_model] and "<scope>.fc2" [d_model, d_ff].
+  // relu_dropout applies after the ReLU (0 in the paper).
+  FeedForward(ParamScope scope, int64_t d_model, int64_t d_ff, float relu_dropout = 0.0f);
+
+  Var forward(Graph& g, const Var& x) const;
+
+ private:
+  Linear fc1_, fc2_;
+  float relu_dropout_ = 0.0f;
+};
+
+}  // namespace tx::nn

@@ -1,0 +1,35 @@
+#include "nn/param_scope.h"
+
+#include <cmath>
+#include <vector>
+
+namespace tx::nn {
+
+ParamScope ParamScope::child(const std::string& name) const {
+  return ParamScope(*be_, *params_, *rng_, full_name(name));
+}
+
+std::string ParamScope::full_name(const std::string& leaf) const {
+  return prefix_.empty() ? leaf : prefix_ + "." + leaf;
+}
+
+Var ParamScope::xavier_uniform(const std::string& name, int64_t out, int64_t in) {
+  const float bound = std::sqrt(6.0f / static_cast<float>(in + out));
+  std::vector<float> host(static_cast<size_t>(out * in));
+  for (float& v : host) v = (2.0f * rng_->uniform() - 1.0f) * bound;
+  return params_->add(full_name(name), be_->upload(host, {out, in}));
+}
+
+Var ParamScope::normal(const std::string& name, const Shape& shape, float stddev) {
+  std::vector<float> host(static_cast<size_t>(shape.numel()));
+  for (float& v : host) v = stddev * rng_->normal();
+  return params_->add(full_name(name), be_->upload(host, shape));
+}
+
+Var ParamScope::constant(const std::string& name, const Shape& shape, float value) {
+  Tensor t = be_->empty(shape);
+  be_->fill(t, value);
+  return params_->add(full_name(name), t);
+}
+
+}  // namespace tx::nn

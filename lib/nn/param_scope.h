@@ -1,0 +1,39 @@
+// ParamScope: where a module creates its parameters — the set, the name prefix, the init RNG.
+#pragma once
+
+#include <string>
+
+#include "backend/backend.h"
+#include "core/rng.h"
+#include "nn/parameters.h"
+
+namespace tx::nn {
+
+// Values are generated on the host from the seeded Rng and uploaded, so a seed gives the
+// same model on every backend.
+class ParamScope {
+ public:
+  ParamScope(Backend& be, ParameterSet& params, Rng& rng, std::string prefix = "")
+      : be_(&be), params_(&params), rng_(&rng), prefix_(std::move(prefix)) {}
+
+  // The scope of a submodule: prefix "a.b" + "c" -> "a.b.c".
+  ParamScope child(const std::string& name) const;
+  std::string full_name(const std::string& leaf) const;
+
+  // Weight [out, in], uniform in +-sqrt(6 / (in + out)) (Glorot and Bengio, 2010).
+  Var xavier_uniform(const std::string& name, int64_t out, int64_t in);
+  // Normal(0, stddev) (embeddings).
+  Var normal(const std::string& name, const Shape& shape, float stddev);
+  // Every element `value` (biases 0, LayerNorm gain 1).
+  Var constant(const std::string& name, const Shape& shape, float value);
+
+  Backend& backend() const { return *be_; }
+
+ private:
+  Backend* be_;
+  ParameterSet* params_;
+  Rng* rng_;
+  std::string prefix_;
+};
+
+}  // namespace tx::nn

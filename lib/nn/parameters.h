@@ -1,0 +1,42 @@
+// ParameterSet: a model's trainable tensors by dotted name, in creation order.
+//
+// Names follow the module tree ("encoder.layers.0.self_attn.q_proj.weight") so checkpoints
+// can be saved, loaded and averaged by name. Modules hold the same Vars, so loading writes
+// into a parameter's value tensor (Backend::copy) rather than replacing the Var.
+#pragma once
+
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "backend/backend.h"
+#include "graph/var.h"
+
+namespace tx::nn {
+
+class ParameterSet {
+ public:
+  using Item = std::pair<std::string, Var>;
+
+  // Registers value under a new name as a parameter (requires_grad, persistent gradient).
+  Var add(const std::string& name, Tensor value);
+  const Var& get(const std::string& name) const;
+  bool contains(const std::string& name) const { return index_.count(name) != 0; }
+
+  const std::vector<Item>& items() const { return items_; }
+  size_t size() const { return items_.size(); }
+  int64_t numel() const;  // total element count
+
+  // Zeroes the gradients allocated so far; call once per update, after the optimiser step.
+  // Until then backward passes accumulate (gradient accumulation over several batches).
+  void zero_grad(Backend& be);
+  // Frees all gradient buffers (e.g. before inference).
+  void drop_grads();
+
+ private:
+  std::vector<Item> items_;
+  std::unordered_map<std::string, size_t> index_;
+};
+
+}  // namespace tx::nn

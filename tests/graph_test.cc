@@ -1,0 +1,300 @@
+// The autodiff tape: small graphs, every op's backward against finite differences, modes.
+#include <catch2/catch.hpp>
+
+#include "backend/registry.h"
+#include "gradient_check.h"
+#include "graph/ops.h"
+#include "nn/parameters.h"
+
+namespace {
+
+using tx::Graph;
+using tx::GraphOptions;
+using tx::Var;
+using tx::test::GradientChecker;
+using tx::test::random_normal;
+
+std::unique_ptr<tx::Backend> cpu() {
+  tx::register_builtin_backends();
+  return tx::create_backend("cpu");
+}
+
+Var input(tx::Backend& be, const std::vector<float>& v, const tx::Shape& s, bool grad = true) {
+  return tx::make_var(be.upload(v, s), grad);
+}
+
+void check_all(GradientChecker& gc, const std::vector<std::pair<std::string, Var>>& vars,
+               double eps = 1e-2) {
+  gc.run_backward();
+  for (const auto& nv : vars) {
+    tx::test::GradReport rep = gc.compare(nv.second, eps);
+    INFO(nv.first << ": " << rep.str());
+    CHECK(rep.ok);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("graph: linear + relu + sum gives the hand-computed gradients", "[graph]") {
+  auto be = cpu();
+  Graph g(*be);
+  const int R = 3, I = 4, O = 2;
+  std::vector<float> xh = {1, -2, 3, 0.5f, -1, 2, -0.5f, 1, 0, 1, 1, -3};
+  std::vector<float> wh = {0.5f, -1, 0.25f, 2, -0.75f, 0.5f, 1, -1};
+  std::vector<float> bh = {0.1f, -0.2f};
+  Var x = input(*be, xh, {R, I}), w = input(*be, wh, {O, I}), b = input(*be, bh, {O});
+  Var loss = tx::ops::sum(g, tx::ops::relu(g, tx::ops::linear(g, x, w, b)));
+  CHECK(g.tape_size() == 3);
+  g.backward(loss);
+  CHECK(g.tape_size() == 0);
+
+  // Expected on the host: z = x W^T + b, mask = z > 0.
+  std::vector<float> dx(R * I, 0), dw(O * I, 0), db(O, 0);
+  double expect_loss = 0;
+  for (int r = 0; r < R; ++r)
+    for (int o = 0; o < O; ++o) {
+      double z = bh[o];
+      for (int i = 0; i < I; ++i) z += xh[r * I + i] * wh[o * I + i];
+      if (z <= 0) continue;
+      expect_loss += z;
+      db[o] += 1;
+      for (int i = 0; i < I; ++i) {
+        dx[r * I + i] += wh[o * I + i];
+        dw[o * I + i] += xh[r * I + i];
+      }
+    }
+  CHECK(be->download<float>(loss->value)[0] == Approx(expect_loss));
+  auto gx = be->download<float>(x->grad), gw = be->download<float>(w->grad),
+       gb = be->download<float>(b->grad);
+  for (int k = 0; k < R * I; ++k) CHECK(gx[k] == Approx(dx[k]));
+  for (int k = 0; k < O * I; ++k) CHECK(gw[k] == Approx(dw[k]));
+  for (int k = 0; k < O; ++k) CHECK(gb[k] == Approx(db[k]));
+}
+
+TEST_CASE("graph: a value used twice accumulates the gradients of both uses", "[graph]") {
+  auto be = cpu();
+  Graph g(*be);
+  std::vector<float> xh = {-1.5f, -0.5f, 0.5f, 2.0f};
+  Var x = input(*be, xh, {4});
+  // loss = sum(x + x) + sum(relu(x) + 3 x): d/dx = 2 + (x > 0) + 3.
+  Var twice = tx::ops::add(g, x, x);
+  Var mixed = tx::ops::add(g, tx::ops::relu(g, x), tx::ops::scale(g, x, 3.0f));
+  Var loss = tx::ops::add(g, tx::ops::sum(g, twice), tx::ops::sum(g, mixed));
+  g.backward(loss);
+  auto gx = be->download<float>(x->grad);
+  for (int i = 0; i < 4; ++i) CHECK(gx[i] == Approx(5.0 + (xh[i] > 0 ? 1.0 : 0.0)));
+}
+
+TEST_CASE("graph: no-grad mode records nothing and allocates no gradient buffers", "[graph]") {
+  auto be = cpu();
+  tx::Rng rng(3);
+  Graph g(*be, GraphOptions{/*grad=*/false, /*training=*/false});
+  tx::nn::ParameterSet params;
+  Var w = params.add("w", be->upload(random_normal(rng, 12), {3, 4}));
+  Var b = params.add("b", be->upload(random_normal(rng, 3), {3}));
+  Var x = input(*be, random_normal(rng, 8), {2, 4});
+  Var y = tx::ops::sum(g, tx::ops::relu(g, tx::ops::linear(g, x, w, b)));
+  CHECK(g.tape_size() == 0);
+  CHECK_FALSE(y->requires_grad);
+  CHECK_THROWS_AS(g.backward(y), tx::Error);
+  CHECK_FALSE(x->grad.defined());
+  CHECK_FALSE(w->grad.defined());
+  CHECK_FALSE(b->grad.defined());
+
+  // The same ops with grad on give the same value and do record.
+  Graph tg(*be);
+  Var y2 = tx::ops::sum(tg, tx::ops::relu(tg, tx::ops::linear(tg, x, w, b)));
+  CHECK(tg.tape_size() == 3);
+  CHECK(be->download<float>(y2->value)[0] == be->download<float>(y->value)[0]);
+
+  // A scope turns recording off inside a training graph.
+  {
+    tx::NoGradScope no_grad(tg);
+    tx::ops::relu(tg, x);
+    CHECK(tg.tape_size() == 3);
+  }
+  CHECK(tg.grad_enabled());
+}
+
+TEST_CASE("graph: inputs that need no gradient get none", "[graph]") {
+  auto be = cpu();
+  tx::Rng rng(4);
+  Graph g(*be);
+  Var x = input(*be, random_normal(rng, 8), {2, 4}, /*grad=*/false);
+  Var w = input(*be, random_normal(rng, 12), {3, 4});
+  Var y = tx::ops::sum(g, tx::ops::linear(g, x, w, nullptr));
+  g.backward(y);
+  CHECK_FALSE(x->grad.defined());
+  CHECK(w->grad.defined());
+  // Nothing needs a gradient: nothing is recorded.
+  Var c = input(*be, random_normal(rng, 4), {4}, false);
+  tx::ops::relu(g, c);
+  CHECK(g.tape_size() == 0);
+}
+
+TEST_CASE("graph: parameter gradients accumulate over backward passes until zero_grad", "[graph]") {
+  auto be = cpu();
+  tx::Rng rng(5);
+  tx::nn::ParameterSet params;
+  Var w = params.add("layer.weight", be->upload(random_normal(rng, 6), {2, 3}));
+  Var x = input(*be, random_normal(rng, 12), {4, 3}, false);
+  Graph g(*be);
+  auto step = [&] { g.backward(tx::ops::sum(g, tx::ops::linear(g, x, w, nullptr))); };
+  step();
+  auto once = be->download<float>(w->grad);
+  step();
+  auto twice = be->download<float>(w->grad);
+  for (size_t i = 0; i < once.size(); ++i) CHECK(twice[i] == Approx(2 * once[i]));
+  params.zero_grad(*be);
+  for (float v : be->download<float>(w->grad)) CHECK(v == 0.0f);
+  step();
+  auto again = be->download<float>(w->grad);
+  for (size_t i = 0; i < once.size(); ++i) CHECK(again[i] == Approx(once[i]));
+  CHECK(params.get("layer.weight") == w);
+  CHECK_THROWS_AS(params.get("layer.bias"), tx::Error);
+  CHECK_THROWS_AS(params.add("layer.weight", be->zeros({1})), tx::Error);
+}
+
+TEST_CASE("graph: matmul backward, every transpose combination, matches finite differences",
+          "[graph]") {
+  auto be = cpu();
+  tx::Rng rng(6);
+  Graph g(*be, GraphOptions{true, false});
+  const int64_t B = 2, H = 3, M = 4, K = 5, N = 3;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      DYNAMIC_SECTION("trans_a=" << ta << " trans_b=" << tb) {
+        tx::Shape sa = ta ? tx::Shape{B, H, K, M} : tx::Shape{B, H, M, K};
+        tx::Shape sb = tb ? tx::Shape{B, H, N, K} : tx::Shape{B, H, K, N};
+        Var a = input(*be, random_normal(rng, sa.numel()), sa);
+        Var b = input(*be, random_normal(rng, sb.numel()), sb);
+        GradientChecker gc(
+            *be, g, [&] { return tx::ops::matmul(g, a, ta, b, tb, 0.5f); },
+            random_normal(rng, B * H * M * N));
+        check_all(gc, {{"a", a}, {"b", b}});
+      }
+    }
+}
+
+TEST_CASE(
+    "graph: attention ops backward (heads, masked and causal softmax) matches finite "
+    "differences",
+    "[graph]") {
+  auto be = cpu();
+  tx::Rng rng(7);
+  Graph g(*be, GraphOptions{true, false});
+  const int64_t B = 2, T = 4, D = 6;
+  const int heads = 2;
+  Var x = input(*be, random_normal(rng, B * T * D), {B, T, D});
+  Var k = input(*be, random_normal(rng, B * T * D), {B, T, D});
+  tx::Tensor lengths = be->upload(std::vector<int32_t>{4, 2}, {B});
+  for (int causal = 0; causal < 2; ++causal) {
+    DYNAMIC_SECTION("causal=" << causal) {
+      GradientChecker gc(
+          *be, g,
+          [&] {
+            Var q = tx::ops::split_heads(g, x, heads);
+            Var kk = tx::ops::split_heads(g, k, heads);
+            Var s = tx::ops::matmul(g, q, false, kk, true);
+            Var p = tx::ops::softmax(g, s, 0.7f, lengths, causal);
+            return tx::ops::merge_heads(g, tx::ops::matmul(g, p, false, q, false));
+          },
+          random_normal(rng, B * T * D));
+      check_all(gc, {{"x", x}, {"k", k}});
+    }
+  }
+}
+
+TEST_CASE(
+    "graph: layer_norm, embedding, positions, cross_entropy backward match finite "
+    "differences",
+    "[graph]") {
+  auto be = cpu();
+  tx::Rng rng(8);
+  Graph g(*be, GraphOptions{true, false});
+  const int64_t B = 2, T = 3, D = 4, V = 5;
+  Var table = input(*be, random_normal(rng, V * D), {V, D});
+  std::vector<float> gh = random_normal(rng, D, 0.3f);
+  for (float& v : gh) v += 1.0f;
+  Var gamma = input(*be, gh, {D});
+  Var beta = input(*be, random_normal(rng, D), {D});
+  Var w = input(*be, random_normal(rng, V * D), {V, D});
+  tx::Tensor ids = be->upload(std::vector<int32_t>{1, 3, 1, 0, 4, 4}, {B, T});
+  tx::Tensor targets = be->upload(std::vector<int32_t>{2, 0, -1, 4, 1, 3}, {B * T});
+  GradientChecker gc(
+      *be, g,
+      [&] {
+        Var e = tx::ops::add_positions(g, tx::ops::embedding(g, table, ids, 2.0f), 1);
+        Var h = tx::ops::layer_norm(g, e, gamma, beta, 1e-5f);
+        Var logits = tx::ops::linear(g, h, w, nullptr);  // [B, T, V]
+        return tx::ops::cross_entropy(g, logits, targets, 0.1f, /*ignore_index=*/-1);
+      },
+      random_normal(rng, B * T));
+  check_all(gc, {{"table", table}, {"gamma", gamma}, {"beta", beta}, {"w", w}});
+}
+
+TEST_CASE("graph: dropout is the identity when not training and replays its mask backward",
+          "[graph]") {
+  auto be = cpu();
+  tx::Rng rng(9);
+  const int64_t n = 4000;
+  Var x = input(*be, random_normal(rng, n), {n});
+  Graph eval(*be, GraphOptions{true, false});
+  CHECK(tx::ops::dropout(eval, x, 0.3f) == x);
+
+  Graph train(*be, GraphOptions{true, true, /*seed=*/42});
+  Var y1 = tx::ops::dropout(train, x, 0.3f);
+  Var y2 = tx::ops::dropout(train, x, 0.3f);
+  auto xh = be->download<float>(x->value), h1 = be->download<float>(y1->value),
+       h2 = be->download<float>(y2->value);
+  int dropped = 0, differ = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (h1[i] == 0.0f)
+      ++dropped;
+    else
+      CHECK(h1[i] == Approx(xh[i] / 0.7f));
+    if (h1[i] != h2[i]) ++differ;
+  }
+  CHECK(dropped == Approx(0.3 * n).margin(0.05 * n));
+  CHECK(differ > n / 4);  // each call draws a fresh mask
+
+  // Backward: gradient 1/(1-p) where kept, 0 where dropped, from the same mask.
+  train.backward(tx::ops::sum(train, y1));
+  auto gx = be->download<float>(x->grad);
+  for (int64_t i = 0; i < n; ++i) CHECK(gx[i] == Approx(h1[i] == 0.0f ? 0.0 : 1.0 / 0.7));
+}
+
+TEST_CASE("graph: reshape shares the value and passes the gradient through", "[graph]") {
+  auto be = cpu();
+  tx::Rng rng(10);
+  Graph g(*be);
+  Var x = input(*be, random_normal(rng, 6), {2, 3});
+  Var y = tx::ops::reshape(g, x, {3, 2});
+  CHECK(y->value.same_memory(x->value));
+  g.backward(tx::ops::sum(g, tx::ops::scale(g, y, 2.0f)));
+  for (float v : be->download<float>(x->grad)) CHECK(v == Approx(2.0));
+  CHECK_THROWS_AS(tx::ops::reshape(g, x, {4}), tx::Error);
+}
+
+TEST_CASE("graph: arena mode gives the same values and gradients as plain allocation", "[graph]") {
+  auto be = cpu();
+  tx::Rng rng(11);
+  std::vector<float> xh = random_normal(rng, 24), wh = random_normal(rng, 20);
+  auto run = [&](bool arena, std::vector<float>& out, std::vector<float>& grad) {
+    Graph g(*be, GraphOptions{true, false, 1, arena});
+    for (int step = 0; step < 2; ++step) {  // the second step reuses the rewound arena
+      Var x = input(*be, xh, {2, 3, 4});
+      Var w = input(*be, wh, {5, 4});
+      Var y = tx::ops::relu(g, tx::ops::linear(g, x, w, nullptr));
+      g.backward(tx::ops::sum(g, y));
+      out = be->download<float>(y->value);
+      grad = be->download<float>(x->grad);
+      g.reset();
+    }
+  };
+  std::vector<float> y1, g1, y2, g2;
+  run(false, y1, g1);
+  run(true, y2, g2);
+  CHECK(y1 == y2);
+  CHECK(g1 == g2);
+}
