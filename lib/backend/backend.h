@@ -7,6 +7,8 @@
 //   written through the (const) Tensor handle.
 // - Every *_backward operator ADDS into its gradient outputs (dx += ...), so gradients from
 //   several uses of a tensor accumulate; callers zero gradients once per step.
+// - Elementwise operators, add_bias, add_positions, softmax and log_softmax may run in place
+//   (y the same tensor as x); other outputs must not overlap their inputs.
 // - Operators may run asynchronously; download() and synchronize() wait for them.
 // - Compute operators take f32; cast() converts to and from f16/bf16; indices are i32.
 //

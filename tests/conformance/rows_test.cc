@@ -1,0 +1,211 @@
+// Conformance: gather_rows, scatter_add_rows, top_k.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "support/backends.h"
+#include "support/reference.h"
+
+namespace {
+
+using tx::Shape;
+using tx::Tensor;
+using namespace tx::test;
+
+// Shape with the first dimension replaced.
+Shape with_rows(const Shape& s, int64_t rows) {
+  std::vector<int64_t> d = s.dims();
+  d[0] = rows;
+  return Shape(d);
+}
+
+}  // namespace
+
+// ---- gather_rows ------------------------------------------------------------------------------
+
+TEMPLATE_TEST_CASE("gather_rows forward: dst[m] = scale * src[index[m]], repeated indices",
+                   "[rows]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  struct Case {
+    Shape src;
+    int64_t m;
+    float scale;
+  };
+  uint64_t seed = 1;
+  for (const Case& c :
+       {Case{{1, 1}, 1, 1.0f}, Case{{1, 7}, 5, 2.0f}, Case{{33, 65}, 7, 1.0f},
+        Case{{33, 65}, 100, 8.0f}, Case{{10, 3, 5}, 12, 0.5f}, Case{{1000, 16}, 33, 22.627417f},
+        Case{{7}, 9, -1.0f}, Case{{100, 512}, 100, 2.0f}}) {
+    int64_t n = c.src[0], row = c.src.numel() / n;
+    std::vector<float> src = random_vector(c.src.numel(), ++seed);
+    std::vector<int32_t> idx = random_ints(c.m, ++seed, 0, static_cast<int32_t>(n));
+    idx[0] = static_cast<int32_t>(n - 1);  // the last row
+    if (c.m > 2) idx[2] = idx[1];          // a repeat
+    Shape dshape = with_rows(c.src, c.m);
+    Tensor dst = be->upload(random_vector(dshape.numel(), ++seed), dshape);
+    be->gather_rows(be->upload(src, c.src), be->upload(idx, {c.m}), dst, c.scale);
+    std::vector<double> want(dshape.numel());
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < row; ++j) want[i * row + j] = double(c.scale) * src[idx[i] * row + j];
+    INFO("src " << c.src.str() << " M " << c.m << " scale " << c.scale);
+    TX_REQUIRE_OK(compare(fetch(*be, dst), want, 1e-7, 0));
+  }
+}
+
+TEMPLATE_TEST_CASE("gather_rows forward: an index outside 0..N-1 throws tx::Error", "[rows]",
+                   TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  Tensor src = be->upload(random_vector(5 * 3, 1), {5, 3});
+  Tensor dst = be->empty({3, 3});
+  for (std::vector<int32_t> idx : {std::vector<int32_t>{0, 5, 1}, std::vector<int32_t>{-1, 0, 0},
+                                   std::vector<int32_t>{0, 1, 1000000}}) {
+    Tensor index = be->upload(idx, {3});
+    INFO("index " << idx[0] << " " << idx[1] << " " << idx[2] << " into 5 rows");
+    CHECK_THROWS_AS(
+        [&] {
+          be->gather_rows(src, index, dst);
+          be->synchronize();
+        }(),
+        tx::Error);
+  }
+  // An empty index is fine and leaves dst alone.
+  Tensor none = be->empty({0, 3});
+  be->gather_rows(src, be->upload(std::vector<int32_t>{}, {0}), none);
+}
+
+TEMPLATE_TEST_CASE("gather_rows backward: finite differences (scatter_add_rows is the gradient)",
+                   "[rows]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  const Shape ss{4, 3};
+  const float scale = 1.5f;
+  std::vector<float> src = random_vector(12, 1);
+  std::vector<int32_t> idx = {2, 0, 2, 3, 2};  // row 1 unused, row 2 three times
+  std::vector<float> r = random_vector(15, 2);
+  Tensor I = be->upload(idx, {5}), R = be->upload(r, {5, 3});
+  auto loss = [&](const std::vector<float>& v) -> double {
+    Tensor dst = be->empty({5, 3});
+    be->gather_rows(be->upload(v, ss), I, dst, scale);
+    return dot(fetch(*be, dst), r);
+  };
+  std::vector<float> g =
+      check_accumulates(*be, ss, [&](const Tensor& d) { be->scatter_add_rows(R, I, d, scale); });
+  TX_CHECK_OK(compare_gradient(g, numeric_gradient(loss, src, 1e-2f), 1e-3, 1e-4));
+  for (int j = 0; j < 3; ++j) CHECK(g[1 * 3 + j] == 0.0f);
+}
+
+// ---- scatter_add_rows ---------------------------------------------------------------------------
+
+TEMPLATE_TEST_CASE("scatter_add_rows forward: dst[index[m]] += scale * src[m], repeats accumulate",
+                   "[rows]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  struct Case {
+    Shape dst;
+    int64_t m;
+    float scale;
+  };
+  uint64_t seed = 10;
+  for (const Case& c : {Case{{1, 1}, 1, 1.0f}, Case{{1, 1}, 9, 1.0f}, Case{{7, 33}, 5, 0.5f},
+                        Case{{7, 65}, 1000, 1.0f}, Case{{33, 3, 5}, 40, -2.0f},
+                        Case{{1000, 16}, 257, 8.0f}, Case{{50, 200}, 600, 1.0f}}) {
+    int64_t n = c.dst[0], row = c.dst.numel() / n;
+    Shape sshape = with_rows(c.dst, c.m);
+    std::vector<float> src = random_vector(sshape.numel(), ++seed);
+    std::vector<int32_t> idx = random_ints(c.m, ++seed, 0, static_cast<int32_t>(n));
+    std::vector<float> d0 = random_vector(c.dst.numel(), ++seed);
+    std::vector<double> want = to_double(d0), tol(d0.size(), 1e-6);
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < row; ++j) {
+        double v = double(c.scale) * src[i * row + j];
+        want[idx[i] * row + j] += v;
+        tol[idx[i] * row + j] += 1e-6 * std::fabs(v) * 4;
+      }
+    for (size_t i = 0; i < d0.size(); ++i) tol[i] += 1e-6 * std::fabs(d0[i]);
+    Tensor dst = be->upload(d0, c.dst);
+    be->scatter_add_rows(be->upload(src, sshape), be->upload(idx, {c.m}), dst, c.scale);
+    INFO("dst " << c.dst.str() << " M " << c.m << " scale " << c.scale);
+    TX_REQUIRE_OK(compare_tol(fetch(*be, dst), want, tol));
+  }
+}
+
+TEMPLATE_TEST_CASE("scatter_add_rows backward: finite differences (gather_rows is the gradient)",
+                   "[rows]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  // d/dsrc of sum(r * scatter(src)) = scale * r[index[m]]: a gather.
+  const float scale = 0.5f;
+  std::vector<float> src = random_vector(5 * 3, 3);
+  std::vector<int32_t> idx = {1, 1, 0, 3, 1};
+  std::vector<float> r = random_vector(4 * 3, 4);
+  Tensor I = be->upload(idx, {5});
+  auto loss = [&](const std::vector<float>& v) -> double {
+    Tensor dst = be->zeros({4, 3});
+    be->scatter_add_rows(be->upload(v, {5, 3}), I, dst, scale);
+    return dot(fetch(*be, dst), r);
+  };
+  Tensor g = be->empty({5, 3});
+  be->gather_rows(be->upload(r, {4, 3}), I, g, scale);
+  TX_CHECK_OK(compare_gradient(fetch(*be, g), numeric_gradient(loss, src, 1e-2f), 1e-3, 1e-4));
+}
+
+// ---- top_k ------------------------------------------------------------------------------------
+
+namespace {
+// Indices of the k largest of each row: value descending, ties by lower index.
+void reference_top_k(const std::vector<float>& x, int64_t c, int k, std::vector<float>& values,
+                     std::vector<int32_t>& indices) {
+  int64_t rows = x.size() / c;
+  values.clear();
+  indices.clear();
+  std::vector<int32_t> order(c);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x.data() + r * c;
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(),
+              [&](int32_t a, int32_t b) { return xr[a] > xr[b] || (xr[a] == xr[b] && a < b); });
+    for (int i = 0; i < k; ++i) {
+      values.push_back(xr[order[i]]);
+      indices.push_back(order[i]);
+    }
+  }
+}
+
+void check_top_k(tx::Backend& be, const std::vector<float>& x, const Shape& s, int k) {
+  int64_t rows = s.rows();
+  Tensor values = be.empty({rows, k}), indices = be.empty({rows, k}, tx::DType::i32);
+  be.top_k(be.upload(x, s), k, values, indices);
+  std::vector<float> wv;
+  std::vector<int32_t> wi;
+  reference_top_k(x, s[-1], k, wv, wi);
+  INFO("top_k x " << s.str() << " k " << k);
+  TX_CHECK_OK(compare_exact(fetch_i32(be, indices), wi));
+  TX_CHECK_OK(compare_exact(fetch(be, values), wv));
+}
+}  // namespace
+
+TEMPLATE_TEST_CASE("top_k forward: k=1, k=C and between, descending values, odd shapes", "[top_k]",
+                   TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  uint64_t seed = 40;
+  for (const Shape& s :
+       {Shape{1, 1}, Shape{7, 33}, Shape{3, 1000}, Shape{2, 3, 9}, Shape{1, 65}, Shape{4, 32000}})
+    for (int k : {1, 2, 5, 33, static_cast<int>(s[-1])}) {
+      if (k > s[-1]) continue;
+      check_top_k(*be, random_vector(s.numel(), ++seed, -10.0f, 10.0f), s, k);
+    }
+}
+
+TEMPLATE_TEST_CASE("top_k forward: ties keep the lower index first", "[top_k]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  // Integer values in [0, 4): every row is full of ties.
+  for (const Shape& s : {Shape{5, 17}, Shape{2, 100}, Shape{1, 8}}) {
+    std::vector<int32_t> ints = random_ints(s.numel(), 50, 0, 4);
+    std::vector<float> x(ints.begin(), ints.end());
+    for (int k : {1, 3, 8, static_cast<int>(s[-1])}) check_top_k(*be, x, s, k);
+  }
+  // All equal: indices 0, 1, 2, ...
+  std::vector<float> same(9, 0.5f);
+  check_top_k(*be, same, {1, 9}, 9);
+  // Negative and very large values.
+  std::vector<float> x = {-1e30f, 3.0f, -2.0f, 1e30f, 3.0f, -1e30f, 0.0f};
+  check_top_k(*be, x, {1, 7}, 7);
+  check_top_k(*be, x, {1, 7}, 2);
+}
