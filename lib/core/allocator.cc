@@ -4,7 +4,7 @@ namespace tx {
 
 size_t CachingAllocator::round_size(size_t bytes) {
   if (bytes <= 512) return 512;
-  // Round up to 1/8 steps of the next power of two: at most 12.5% waste.
+  // Round up to steps of 1/16 of the next power of two: little waste, few distinct sizes.
   size_t p = 1;
   while (p < bytes) p <<= 1;
   size_t step = p / 16 < 512 ? 512 : p / 16;
