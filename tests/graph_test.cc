@@ -1,4 +1,5 @@
 // The autodiff tape: small graphs, every op's backward against finite differences, modes.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "backend/registry.h"
@@ -297,4 +298,32 @@ TEST_CASE("graph: arena mode gives the same values and gradients as plain alloca
   run(true, y2, g2);
   CHECK(y1 == y2);
   CHECK(g1 == g2);
+}
+
+TEST_CASE("graph: a backward that throws leaves no tape to replay twice", "[graph]") {
+  auto be = cpu();
+  Graph g(*be);
+  Var x = input(*be, {1.0f, -2.0f, 3.0f}, {3});
+  Var loss = tx::ops::sum(g, tx::ops::scale(g, x, 2.0f));
+  int replayed = 0;
+  g.record([&](Graph&) { ++replayed; });
+  g.record([](Graph&) { throw tx::Error("planted failure"); });
+  CHECK_THROWS_WITH(g.backward(loss), Catch::Contains("planted failure"));
+  CHECK(g.tape_size() == 0);
+  CHECK(replayed == 0);  // the closures after the throwing one (in replay order) never ran
+  CHECK_FALSE(x->grad.defined());
+}
+
+TEST_CASE("graph: matmul over an empty time axis gives empty results and zero gradients",
+          "[graph]") {
+  auto be = cpu();
+  tx::Rng rng(5);
+  Graph g(*be);
+  Var q = input(*be, {}, {2, 4, 0, 8});
+  Var k = input(*be, random_normal(rng, 2 * 4 * 6 * 8), {2, 4, 6, 8});
+  Var scores = tx::ops::matmul(g, q, false, k, true);
+  CHECK(scores->value.shape() == tx::Shape{2, 4, 0, 6});
+  g.backward(scores, be->empty({2, 4, 0, 6}));
+  std::vector<float> dk = be->download<float>(g.grad(k));
+  CHECK(std::all_of(dk.begin(), dk.end(), [](float v) { return v == 0.0f; }));
 }

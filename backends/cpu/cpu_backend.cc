@@ -63,7 +63,7 @@ void CpuBackend::fill_impl(const Tensor& x, float value) {
     }
     case DType::i32: {
       int32_t* p = x.data<int32_t>();
-      const int32_t v = static_cast<int32_t>(value);
+      const int32_t v = float_to_i32(value);
       for (int64_t i = 0; i < n; ++i) p[i] = v;
       break;
     }

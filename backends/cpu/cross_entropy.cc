@@ -1,24 +1,14 @@
 // Label-smoothed cross-entropy fused with log-softmax, forward and backward.
-#include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "core/error.h"
 #include "cpu_backend.h"
 #include "parallel.h"
+#include "row_math.h"
 
 namespace tx::cpu {
 
 namespace {
-
-// The row's log-partition log(sum exp(x)), stable against overflow.
-float log_partition(const float* x, int64_t v) {
-  float max = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < v; ++j) max = std::max(max, x[j]);
-  float total = 0.0f;
-  for (int64_t j = 0; j < v; ++j) total += std::exp(x[j] - max);
-  return max + std::log(total);
-}
 
 void check_targets(const int32_t* targets, int64_t rows, int64_t vocab, int32_t ignore_index,
                    const char* op) {
@@ -32,8 +22,7 @@ void check_targets(const int32_t* targets, int64_t rows, int64_t vocab, int32_t 
 }  // namespace
 
 void CpuBackend::cross_entropy_impl(const Tensor& logits, const Tensor& targets, float smoothing,
-                                    int32_t ignore_index, const Tensor& losses,
-                                    const Tensor& nll) {
+                                    int32_t ignore_index, const Tensor& losses, const Tensor& nll) {
   const int64_t vocab = logits.shape().cols(), rows = logits.shape().rows();
   const float* px = logits.data<float>();
   const int32_t* pt = targets.data<int32_t>();
@@ -49,7 +38,7 @@ void CpuBackend::cross_entropy_impl(const Tensor& logits, const Tensor& targets,
       continue;
     }
     const float* x = px + r * vocab;
-    const float log_z = log_partition(x, vocab);
+    const float log_z = log_sum_exp(x, vocab);
     float sum_x = 0.0f;
 #pragma omp simd reduction(+ : sum_x)
     for (int64_t j = 0; j < vocab; ++j) sum_x += x[j];
@@ -74,7 +63,7 @@ void CpuBackend::cross_entropy_backward_impl(const Tensor& logits, const Tensor&
   for (int64_t r = 0; r < rows; ++r) {
     if (pt[r] == ignore_index) continue;
     const float* x = px + r * vocab;
-    const float log_z = log_partition(x, vocab);
+    const float log_z = log_sum_exp(x, vocab);
     const float g = pdl[r];
     float* dx = pdx + r * vocab;
     for (int64_t j = 0; j < vocab; ++j) dx[j] += g * (std::exp(x[j] - log_z) - uniform);

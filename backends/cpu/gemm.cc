@@ -1,9 +1,10 @@
 #include "gemm.h"
 
-#include "core/error.h"
-
 #include <dnnl.h>
+
 #include <dnnl.hpp>
+
+#include "core/error.h"
 
 namespace tx::cpu {
 
@@ -37,7 +38,8 @@ namespace {
 // Row-major [rows, cols] operand stored transposed when `trans` (i.e. as [cols, rows]).
 memory::desc operand(int64_t batch, int64_t rows, int64_t cols, bool trans) {
   dims strides = trans ? dims{rows * cols, 1, rows} : dims{rows * cols, cols, 1};
-  if (batch == 0) return memory::desc({rows, cols}, memory::data_type::f32, {strides[1], strides[2]});
+  if (batch == 0)
+    return memory::desc({rows, cols}, memory::data_type::f32, {strides[1], strides[2]});
   return memory::desc({batch, rows, cols}, memory::data_type::f32, strides);
 }
 
@@ -51,9 +53,9 @@ void GemmCache::run(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b
   if (batch == 0) {
     // Plain 2-D GEMMs go to oneDNN's sgemm: on the Transformer shapes it is 5-11% faster than
     // the matmul primitive (bench/gemm), and it needs no primitive at all.
-    dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha,
-                                      a.data<float>(), trans_a ? m : k, b.data<float>(),
-                                      trans_b ? k : n, beta, c.data<float>(), n);
+    dnnl_status_t status =
+        dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a.data<float>(),
+                   trans_a ? m : k, b.data<float>(), trans_b ? k : n, beta, c.data<float>(), n);
     TX_CHECK(status == dnnl_success, "gemm: oneDNN sgemm failed with status ", int(status),
              " for c ", c.shape().str());
     return;
@@ -73,14 +75,11 @@ void GemmCache::run(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b
       ops.append_sum(beta);
       attr.set_post_ops(ops);
     }
-#if DNNL_VERSION_MAJOR >= 3
-    dnnl::matmul::primitive_desc pd(impl_->engine, a_md, b_md, c_md, attr);
-#else
+    // oneDNN 2.x API (Debian 12 ships 2.6); 3.x replaced op descriptors and output scales.
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, impl_->engine);
-#endif
-    auto entry = std::make_unique<Entry>(Entry{dnnl::matmul(pd), memory(a_md, impl_->engine, nullptr),
-                                               memory(b_md, impl_->engine, nullptr),
-                                               memory(c_md, impl_->engine, nullptr)});
+    auto entry = std::make_unique<Entry>(
+        Entry{dnnl::matmul(pd), memory(a_md, impl_->engine, nullptr),
+              memory(b_md, impl_->engine, nullptr), memory(c_md, impl_->engine, nullptr)});
     it = impl_->entries.emplace(key, std::move(entry)).first;
   }
   Entry& e = *it->second;

@@ -1,27 +1,45 @@
 // Reductions: sum, squared norm (for gradient clipping), column sums (bias gradients).
+#include <omp.h>
+
 #include <algorithm>
+#include <vector>
 
 #include "cpu_backend.h"
 #include "parallel.h"
 
 namespace tx::cpu {
 
-// Sums accumulate in double: a 100M-element gradient norm keeps its digits.
-void CpuBackend::sum_impl(const Tensor& x, const Tensor& out) {
-  const int64_t n = x.numel();
-  const float* p = x.data<float>();
+namespace {
+
+// Sums f(x_i) in double (a 100M-element gradient norm keeps its digits), over fixed static
+// chunks whose partial sums are added in thread order: the same bits on every run.
+template <typename F>
+double ordered_sum(const float* p, int64_t n, F f) {
+  const bool parallel = n >= kElementwiseGrain;
+  const int nthreads = parallel ? omp_get_max_threads() : 1;
+  std::vector<double> partial(nthreads, 0.0);
+#pragma omp parallel num_threads(nthreads) if (parallel)
+  {
+    double local = 0.0;
+#pragma omp for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) local += f(p[i]);
+    partial[omp_get_thread_num()] = local;
+  }
   double total = 0.0;
-#pragma omp parallel for simd reduction(+ : total) schedule(static) if (n >= kElementwiseGrain)
-  for (int64_t i = 0; i < n; ++i) total += p[i];
+  for (double v : partial) total += v;
+  return total;
+}
+
+}  // namespace
+
+void CpuBackend::sum_impl(const Tensor& x, const Tensor& out) {
+  double total = ordered_sum(x.data<float>(), x.numel(), [](float v) { return double(v); });
   out.data<float>()[0] = static_cast<float>(total);
 }
 
 void CpuBackend::squared_norm_impl(const Tensor& x, const Tensor& out) {
-  const int64_t n = x.numel();
-  const float* p = x.data<float>();
-  double total = 0.0;
-#pragma omp parallel for simd reduction(+ : total) schedule(static) if (n >= kElementwiseGrain)
-  for (int64_t i = 0; i < n; ++i) total += static_cast<double>(p[i]) * p[i];
+  double total =
+      ordered_sum(x.data<float>(), x.numel(), [](float v) { return double(v) * double(v); });
   out.data<float>()[0] = static_cast<float>(total);
 }
 

@@ -5,6 +5,7 @@
 
 #include "cpu_backend.h"
 #include "parallel.h"
+#include "row_math.h"
 
 namespace tx::cpu {
 
@@ -21,7 +22,8 @@ void CpuBackend::softmax_impl(const Tensor& x, float scale, const Tensor& key_le
   for (int64_t r = 0; r < rows; ++r) {
     // Both masks hide a suffix of the keys: key j is visible iff j < visible.
     int64_t visible = tk;
-    if (lengths) visible = std::min<int64_t>(visible, std::max<int32_t>(lengths[r / rows_per_batch], 0));
+    if (lengths)
+      visible = std::min<int64_t>(visible, std::max<int32_t>(lengths[r / rows_per_batch], 0));
     if (causal) visible = std::min<int64_t>(visible, std::max<int64_t>(r % tq + tk - tq + 1, 0));
     const float* in = px + r * tk;
     float* out = py + r * tk;
@@ -65,11 +67,7 @@ void CpuBackend::log_softmax_impl(const Tensor& x, const Tensor& y) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* in = px + r * cols;
     float* out = py + r * cols;
-    float max = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < cols; ++j) max = std::max(max, in[j]);
-    float total = 0.0f;
-    for (int64_t j = 0; j < cols; ++j) total += std::exp(in[j] - max);
-    const float log_z = max + std::log(total);
+    const float log_z = log_sum_exp(in, cols);
 #pragma omp simd
     for (int64_t j = 0; j < cols; ++j) out[j] = in[j] - log_z;
   }

@@ -18,8 +18,9 @@ void require_dtype(const char* op, const char* arg, const Tensor& t, DType want)
 }
 
 void require_device(const char* op, const char* arg, const Tensor& t, const Backend& be) {
-  TX_CHECK(t.device() == be.device(), op, ": ", arg, " ", t.str(), " is not on this backend's device ",
-           be.device().str(), "; copy it there first");
+  require_defined(op, arg, t);
+  TX_CHECK(t.device() == be.device(), op, ": ", arg, " ", t.str(),
+           " is not on this backend's device ", be.device().str(), "; copy it there first");
 }
 
 void require_same_shape(const char* op, const char* a_name, const Tensor& a, const char* b_name,
@@ -144,8 +145,8 @@ void Backend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
   f32_arg(*this, "gemm", "b", b);
   f32_arg(*this, "gemm", "c", c);
   int nd = a.ndim();
-  TX_CHECK((nd == 2 || nd == 3) && b.ndim() == nd && c.ndim() == nd,
-           "gemm: a ", a.shape().str(), ", b ", b.shape().str(), ", c ", c.shape().str(),
+  TX_CHECK((nd == 2 || nd == 3) && b.ndim() == nd && c.ndim() == nd, "gemm: a ", a.shape().str(),
+           ", b ", b.shape().str(), ", c ", c.shape().str(),
            " must all be 2-D, or all 3-D for a batched GEMM");
   if (nd == 3)
     TX_CHECK(a.dim(0) == b.dim(0) && a.dim(0) == c.dim(0), "gemm: batch sizes differ: a ",
@@ -156,10 +157,17 @@ void Backend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
   int64_t n = trans_b ? b.dim(-2) : b.dim(-1);
   TX_CHECK(ka == kb, "gemm: inner dimensions differ: a ", a.shape().str(), " (trans_a=", trans_a,
            ") has K=", ka, " but b ", b.shape().str(), " (trans_b=", trans_b, ") has K=", kb);
-  TX_CHECK(c.dim(-2) == m && c.dim(-1) == n, "gemm: c ", c.shape().str(), " must be [", m, ", ",
-           n, "] for a ", a.shape().str(), " (trans_a=", trans_a, ") and b ", b.shape().str(),
+  TX_CHECK(c.dim(-2) == m && c.dim(-1) == n, "gemm: c ", c.shape().str(), " must be [", m, ", ", n,
+           "] for a ", a.shape().str(), " (trans_a=", trans_a, ") and b ", b.shape().str(),
            " (trans_b=", trans_b, ")");
   if (c.numel() == 0) return;
+  if (ka == 0) {  // an empty sum: c = beta * c (BLAS leaves c unread when beta is 0)
+    if (beta == 0.0f)
+      fill(c, 0.0f);
+    else
+      scale(c, beta, c);
+    return;
+  }
   gemm_impl(a, trans_a, b, trans_b, c, alpha, beta);
 }
 
@@ -247,6 +255,10 @@ void Backend::cast(const Tensor& x, const Tensor& y) {
   require_device("cast", "x", x, *this);
   require_device("cast", "y", y, *this);
   require_same_shape("cast", "x", x, "y", y);
+  TX_CHECK(!x.same_memory(y) || size_of(x.dtype()) == size_of(y.dtype()), "cast: cannot convert ",
+           x.str(), " to ", name_of(y.dtype()),
+           " in place (the element sizes differ); use a "
+           "separate output tensor");
   if (x.numel()) cast_impl(x, y);
 }
 
@@ -261,8 +273,8 @@ void Backend::softmax(const Tensor& x, float scale, const Tensor& key_lengths, b
   if (key_lengths.defined()) {
     i32_arg(*this, "softmax", "key_lengths", key_lengths);
     TX_CHECK(key_lengths.ndim() == 1 && key_lengths.dim(0) == x.dim(0), "softmax: key_lengths ",
-             key_lengths.shape().str(), " must be [", x.dim(0), "], one length per batch entry of x ",
-             x.shape().str());
+             key_lengths.shape().str(), " must be [", x.dim(0),
+             "], one length per batch entry of x ", x.shape().str());
   }
   if (x.numel()) softmax_impl(x, scale, key_lengths, causal, y);
 }
@@ -289,7 +301,8 @@ void Backend::split_heads(const Tensor& x, int heads, const Tensor& y, bool accu
 void Backend::merge_heads(const Tensor& x, const Tensor& y, bool accumulate) {
   f32_arg(*this, "merge_heads", "x", x);
   f32_arg(*this, "merge_heads", "y", y);
-  TX_CHECK(x.ndim() == 4, "merge_heads: x ", x.shape().str(), " must be [batch, heads, time, d_head]");
+  TX_CHECK(x.ndim() == 4, "merge_heads: x ", x.shape().str(),
+           " must be [batch, heads, time, d_head]");
   require_shape("merge_heads", "y", y, Shape{x.dim(0), x.dim(2), x.dim(1) * x.dim(3)});
   if (x.numel()) merge_heads_impl(x, y, accumulate);
 }
@@ -362,8 +375,8 @@ void check_cross_entropy(const Backend& be, const char* op, const Tensor& logits
   f32_arg(be, op, rows_name, rows);
   require_min_ndim(op, "logits", logits, 1);
   int64_t r = logits.shape().rows();
-  TX_CHECK(targets.numel() == r, op, ": targets ", targets.shape().str(), " must hold one id per row of logits ",
-           logits.shape().str(), " (", r, " rows)");
+  TX_CHECK(targets.numel() == r, op, ": targets ", targets.shape().str(),
+           " must hold one id per row of logits ", logits.shape().str(), " (", r, " rows)");
   TX_CHECK(rows.numel() == r, op, ": ", rows_name, " ", rows.shape().str(),
            " must hold one value per row of logits ", logits.shape().str(), " (", r, " rows)");
   TX_CHECK(smoothing >= 0.0f && smoothing < 1.0f, op, ": label smoothing ", smoothing,
@@ -405,9 +418,8 @@ void check_rows(const Backend& be, const char* op, const Tensor& table, const ch
   require_min_ndim(op, rows_name, rows, 1);
   int64_t row = table.dim(0) ? table.numel() / table.dim(0) : 0;
   int64_t rows_row = rows.dim(0) ? rows.numel() / rows.dim(0) : 0;
-  TX_CHECK(index.ndim() == 1 && index.dim(0) == rows.dim(0), op, ": index ",
-           index.shape().str(), " must be [", rows.dim(0), "], one id per row of ", rows_name, " ",
-           rows.shape().str());
+  TX_CHECK(index.ndim() == 1 && index.dim(0) == rows.dim(0), op, ": index ", index.shape().str(),
+           " must be [", rows.dim(0), "], one id per row of ", rows_name, " ", rows.shape().str());
   TX_CHECK(rows.dim(0) == 0 || row == rows_row, op, ": row sizes differ: ", table_name, " ",
            table.shape().str(), " vs ", rows_name, " ", rows.shape().str());
 }
@@ -429,13 +441,13 @@ void Backend::top_k(const Tensor& x, int k, const Tensor& values, const Tensor& 
   f32_arg(*this, "top_k", "values", values);
   i32_arg(*this, "top_k", "indices", indices);
   require_min_ndim("top_k", "x", x, 1);
-  TX_CHECK(k >= 1 && k <= x.dim(-1), "top_k: k=", k, " must be in [1, ", x.dim(-1),
-           "] for x ", x.shape().str());
+  TX_CHECK(k >= 1 && k <= x.dim(-1), "top_k: k=", k, " must be in [1, ", x.dim(-1), "] for x ",
+           x.shape().str());
   Shape want{x.shape().rows(), k};
   TX_CHECK(values.numel() == want.numel(), "top_k: values ", values.shape().str(), " must be ",
            want.str());
-  TX_CHECK(indices.numel() == want.numel(), "top_k: indices ", indices.shape().str(),
-           " must be ", want.str());
+  TX_CHECK(indices.numel() == want.numel(), "top_k: indices ", indices.shape().str(), " must be ",
+           want.str());
   if (x.numel()) top_k_impl(x, k, values, indices);
 }
 
@@ -465,8 +477,8 @@ void Backend::sum_rows(const Tensor& x, const Tensor& out, float beta) {
 
 // ---- optimiser --------------------------------------------------------------------------------
 
-void Backend::adam_update(const Tensor& param, const Tensor& grad, const Tensor& m,
-                          const Tensor& v, const AdamParams& p) {
+void Backend::adam_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                          const AdamParams& p) {
   f32_arg(*this, "adam_update", "param", param);
   f32_arg(*this, "adam_update", "grad", grad);
   f32_arg(*this, "adam_update", "m", m);

@@ -54,7 +54,7 @@ class Backend {
   std::vector<T> download(const Tensor& t);
 
   void copy_from_host(const void* src, const Tensor& dst);  // dst.nbytes() bytes
-  void copy_to_host(const Tensor& src, void* dst);         // synchronises
+  void copy_to_host(const Tensor& src, void* dst);          // synchronises
   void copy(const Tensor& src, const Tensor& dst);          // same device, same shape and dtype
   void fill(const Tensor& x, float value);                  // f32, f16, bf16 or i32
 
@@ -66,11 +66,12 @@ class Backend {
             float alpha = 1.0f, float beta = 0.0f);
 
   // ---- elementwise ---------------------------------------------------------------------------
-  void add_bias(const Tensor& x, const Tensor& bias, const Tensor& y);  // y = x + bias (x [R,C], bias [C])
-  void add(const Tensor& a, const Tensor& b, const Tensor& y);          // y = a + b
-  void axpy(float alpha, const Tensor& x, const Tensor& y);             // y += alpha * x
-  void scale(const Tensor& x, float alpha, const Tensor& y);            // y = alpha * x
-  void relu(const Tensor& x, const Tensor& y);                          // y = max(x, 0)
+  void add_bias(const Tensor& x, const Tensor& bias,
+                const Tensor& y);                               // y = x + bias (x [R,C], bias [C])
+  void add(const Tensor& a, const Tensor& b, const Tensor& y);  // y = a + b
+  void axpy(float alpha, const Tensor& x, const Tensor& y);     // y += alpha * x
+  void scale(const Tensor& x, float alpha, const Tensor& y);    // y = alpha * x
+  void relu(const Tensor& x, const Tensor& y);                  // y = max(x, 0)
   void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx);  // dx += dy * (y > 0)
   // y = x * keep / (1 - p), keep_i = uniform01(seed, offset + i) >= p (core/rng.h), so the mask
   // is recomputed in the backward pass and equal on every backend.
@@ -81,7 +82,7 @@ class Backend {
   // PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(pos / 10000^(2i/D)).
   void add_positions(const Tensor& x, int64_t start, const Tensor& y);
   // Converts between f32, f16, bf16 and i32 (values rounded to nearest even; i32 from float
-  // truncates towards zero).
+  // truncates towards zero, saturates at the i32 range, and maps NaN to 0).
   void cast(const Tensor& x, const Tensor& y);
 
   // ---- attention -----------------------------------------------------------------------------
@@ -116,8 +117,7 @@ class Backend {
                      int32_t ignore_index, const Tensor& losses, const Tensor& nll);
   // dlogits[r] += dlosses[r] * (softmax(logits[r]) - q_r); ignored rows get nothing.
   void cross_entropy_backward(const Tensor& logits, const Tensor& targets, float smoothing,
-                              int32_t ignore_index, const Tensor& dlosses,
-                              const Tensor& dlogits);
+                              int32_t ignore_index, const Tensor& dlosses, const Tensor& dlogits);
 
   // ---- lookup and reordering -----------------------------------------------------------------
   // dst[m] = scale * src[index[m]] for src [N, ...], index i32 [M], dst [M, ...]: embedding
@@ -142,8 +142,8 @@ class Backend {
     float beta1 = 0.9f;
     float beta2 = 0.98f;
     float eps = 1e-9f;
-    int64_t step = 1;          // 1-based, for bias correction
-    float grad_scale = 1.0f;   // grads are multiplied by this first (clipping, loss scaling)
+    int64_t step = 1;           // 1-based, for bias correction
+    float grad_scale = 1.0f;    // grads are multiplied by this first (clipping, loss scaling)
     float weight_decay = 0.0f;  // decoupled (AdamW); 0 = the paper's Adam
   };
   // Fused Adam with bias correction: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
@@ -177,11 +177,9 @@ class Backend {
   virtual void split_heads_impl(const Tensor& x, int heads, const Tensor& y, bool accumulate) = 0;
   virtual void merge_heads_impl(const Tensor& x, const Tensor& y, bool accumulate) = 0;
   virtual void log_softmax_impl(const Tensor& x, const Tensor& y) = 0;
-  virtual void log_softmax_backward_impl(const Tensor& y, const Tensor& dy,
-                                         const Tensor& dx) = 0;
-  virtual void layer_norm_impl(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                               float eps, const Tensor& y, const Tensor& mean,
-                               const Tensor& rstd) = 0;
+  virtual void log_softmax_backward_impl(const Tensor& y, const Tensor& dy, const Tensor& dx) = 0;
+  virtual void layer_norm_impl(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                               const Tensor& y, const Tensor& mean, const Tensor& rstd) = 0;
   virtual void layer_norm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                         const Tensor& mean, const Tensor& rstd, const Tensor& dx,
                                         const Tensor& dgamma, const Tensor& dbeta) = 0;
@@ -195,8 +193,7 @@ class Backend {
                                 float scale) = 0;
   virtual void scatter_add_rows_impl(const Tensor& src, const Tensor& index, const Tensor& dst,
                                      float scale) = 0;
-  virtual void top_k_impl(const Tensor& x, int k, const Tensor& values,
-                          const Tensor& indices) = 0;
+  virtual void top_k_impl(const Tensor& x, int k, const Tensor& values, const Tensor& indices) = 0;
   virtual void sum_impl(const Tensor& x, const Tensor& out) = 0;
   virtual void squared_norm_impl(const Tensor& x, const Tensor& out) = 0;
   virtual void sum_rows_impl(const Tensor& x, const Tensor& out, float beta) = 0;

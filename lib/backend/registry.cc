@@ -45,7 +45,8 @@ std::vector<std::string> registered_backends() {
 std::string backend_unavailable_reason(const std::string& name) {
   std::lock_guard<std::mutex> lock(entries_mutex());
   const BackendEntry* e = find(name);
-  if (!e) return "backend '" + name + "' is not compiled into this build (have: " + known_names() + ")";
+  if (!e)
+    return "backend '" + name + "' is not compiled into this build (have: " + known_names() + ")";
   return e->unavailable_reason ? e->unavailable_reason() : std::string();
 }
 
@@ -55,7 +56,8 @@ std::unique_ptr<Backend> create_backend(const std::string& spec, BackendOptions 
   if (colon != std::string::npos) {
     name = spec.substr(0, colon);
     std::string index = spec.substr(colon + 1);
-    TX_CHECK(!index.empty() && index.find_first_not_of("0123456789") == std::string::npos,
+    TX_CHECK(!index.empty() && index.size() <= 6 &&
+                 index.find_first_not_of("0123456789") == std::string::npos,
              "--device '", spec, "': the part after ':' must be a device number, e.g. cuda:0");
     options.device_index = std::stoi(index);
   }
@@ -63,8 +65,8 @@ std::unique_ptr<Backend> create_backend(const std::string& spec, BackendOptions 
   {
     std::lock_guard<std::mutex> lock(entries_mutex());
     const BackendEntry* e = find(name);
-    TX_CHECK(e, "--device '", spec, "': no such backend in this build; choose one of: ",
-             known_names());
+    TX_CHECK(e, "--device '", spec,
+             "': no such backend in this build; choose one of: ", known_names());
     entry = *e;
   }
   std::string why = entry.unavailable_reason ? entry.unavailable_reason() : std::string();

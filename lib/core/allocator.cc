@@ -1,5 +1,7 @@
 #include "core/allocator.h"
 
+#include "core/error.h"
+
 namespace tx {
 
 size_t CachingAllocator::round_size(size_t bytes) {
@@ -22,7 +24,13 @@ void* CachingAllocator::allocate(size_t bytes) {
       return p;
     }
   }
-  return raw_->allocate(size);
+  try {
+    return raw_->allocate(size);
+  } catch (const Error&) {
+    // Out of memory while blocks of other sizes sit cached: give them back and try once more.
+    release_cached();
+    return raw_->allocate(size);
+  }
 }
 
 void CachingAllocator::deallocate(void* p, size_t bytes) {

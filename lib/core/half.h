@@ -1,4 +1,5 @@
-// Bit-exact float <-> f16 / bf16 conversion (round to nearest even), host and device.
+// Conversions from float to the other dtypes: f16 / bf16 bit-exact (round to nearest even) and
+// i32 (saturating), the same on host and device.
 #pragma once
 
 #include <cstdint>
@@ -29,13 +30,15 @@ TX_HOST_DEVICE inline uint16_t float_to_bf16(float f) {
   u += 0x7fffu + ((u >> 16) & 1u);
   return static_cast<uint16_t>(u >> 16);
 }
-TX_HOST_DEVICE inline float bf16_to_float(uint16_t h) { return bits_float(uint32_t(h) << 16); }
+TX_HOST_DEVICE inline float bf16_to_float(uint16_t h) {
+  return bits_float(uint32_t(h) << 16);
+}
 
 TX_HOST_DEVICE inline uint16_t float_to_f16(float f) {
   uint32_t u = float_bits(f);
   uint32_t sign = (u >> 16) & 0x8000u;
   uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
   if (abs < 0x38800000u) {  // subnormal or zero in f16: scale by 2^24 and round there
     float scaled = bits_float(abs) * 16777216.0f;  // exact: power of two
@@ -62,6 +65,14 @@ TX_HOST_DEVICE inline float f16_to_float(uint16_t h) {
     return sign ? -v : v;
   }
   return bits_float(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+// Truncates towards zero, saturating at the i32 range; NaN gives 0 (as CUDA's __float2int_rz).
+TX_HOST_DEVICE inline int32_t float_to_i32(float f) {
+  if (!(f == f)) return 0;
+  if (f >= 2147483648.0f) return 2147483647;
+  if (f <= -2147483648.0f) return -2147483647 - 1;
+  return static_cast<int32_t>(f);
 }
 
 }  // namespace tx

@@ -23,7 +23,11 @@ class Shape {
     return n;
   }
   // Product of all dimensions but the last: the row count of a [.., cols] view.
-  int64_t rows() const { return ndim() == 0 ? 1 : numel() / dims_.back(); }
+  int64_t rows() const {
+    int64_t n = 1;
+    for (int i = 0; i + 1 < ndim(); ++i) n *= dims_[i];
+    return n;
+  }
   int64_t cols() const { return ndim() == 0 ? 1 : dims_.back(); }
   const std::vector<int64_t>& dims() const { return dims_; }
 

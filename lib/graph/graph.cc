@@ -57,8 +57,10 @@ void Graph::backward(const Var& y, const Tensor& dy) {
 
 void Graph::replay() {
   // Each closure was appended after its inputs' producers, so reverse order is topological.
-  for (size_t i = tape_.size(); i-- > 0;) tape_[i](*this);
+  // Taken out first: if a closure throws, a retried backward must not replay any of them twice.
+  std::vector<Backward> tape = std::move(tape_);
   tape_.clear();
+  for (size_t i = tape.size(); i-- > 0;) tape[i](*this);
 }
 
 void Graph::reset() {

@@ -38,8 +38,9 @@ Var linear(Graph& g, const Var& x, const Var& w, const Var& b) {
 namespace {
 // A tensor [..., R, C] as the 3-D [batch, R, C] that Backend::gemm takes.
 Tensor as_batched(const Tensor& t) {
-  int64_t r = t.dim(-2), c = t.dim(-1);
-  return t.view({t.numel() / (r * c), r, c});
+  int64_t batch = 1;
+  for (int i = 0; i + 2 < t.ndim(); ++i) batch *= t.dim(i);
+  return t.view({batch, t.dim(-2), t.dim(-1)});
 }
 }  // namespace
 

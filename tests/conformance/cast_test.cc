@@ -3,6 +3,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/half.h"
 #include "support/backends.h"
@@ -280,4 +281,25 @@ TEMPLATE_TEST_CASE("cast forward: f32 -> f16 -> f32 round trip of odd-shaped ten
       TX_CHECK_OK(compare(fetch(*be, back), x, half == DType::f16 ? 0x1.0p-11 : 0x1.0p-8, 0));
     }
   }
+}
+
+TEMPLATE_TEST_CASE("cast forward: f32 -> i32 saturates at the i32 range, NaN gives 0", "[cast]",
+                   TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> f = {3e9f, -3e9f, inf, -inf, std::nanf(""), 2147483520.0f, -2147483648.0f};
+  std::vector<int32_t> want = {2147483647, -2147483647 - 1, 2147483647,     -2147483647 - 1,
+                               0,          2147483520,      -2147483647 - 1};
+  Tensor y = be->empty({7}, DType::i32);
+  be->cast(be->upload(f, {7}), y);
+  TX_CHECK_OK(compare_exact(fetch_i32(*be, y), want));
+}
+
+TEMPLATE_TEST_CASE("cast errors: in place between dtypes of different sizes is refused", "[cast]",
+                   TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  Tensor x = be->zeros({4, 6});
+  // An f16 view of the same memory: converting into it would overwrite unread input.
+  Tensor half = Tensor::borrow(x.raw(), {4, 6}, DType::f16, x.device());
+  REQUIRE_THROWS_WITH(be->cast(x, half), Catch::Contains("cast") && Catch::Contains("in place"));
 }

@@ -209,3 +209,18 @@ TEMPLATE_TEST_CASE("gemm backward: finite differences of loss = sum(C * R)", "[g
   TX_CHECK_OK(compare_gradient(da, fa, std::max(tol, 1e-3), 1e-3));
   TX_CHECK_OK(compare_gradient(db, fb, std::max(tol, 1e-3), 1e-3));
 }
+
+TEMPLATE_TEST_CASE("gemm forward: K = 0 gives c = beta * c (and zeros for beta = 0)", "[gemm]",
+                   TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = t & 1, tb = t & 2;
+    Tensor a = be->empty(ta ? Shape{0, 3} : Shape{3, 0});
+    Tensor b = be->empty(tb ? Shape{2, 0} : Shape{0, 2});
+    Tensor c = be->upload(std::vector<float>{1, 2, 3, 4, 5, 6}, {3, 2});
+    be->gemm(a, ta, b, tb, c, 1.0f, 0.5f);
+    TX_CHECK_OK(compare_exact(fetch(*be, c), {0.5f, 1.0f, 1.5f, 2.0f, 2.5f, 3.0f}));
+    be->gemm(a, ta, b, tb, c, 1.0f, 0.0f);
+    TX_CHECK_OK(compare_exact(fetch(*be, c), {0, 0, 0, 0, 0, 0}));
+  }
+}

@@ -154,3 +154,14 @@ TEMPLATE_TEST_CASE("sum_rows forward: zero rows gives beta * out", "[reductions]
   be->sum_rows(be->empty({0, 3}), out, 0.0f);
   TX_CHECK_OK(compare_exact(fetch(*be, out), {0.0f, 0.0f, 0.0f}));
 }
+
+TEMPLATE_TEST_CASE("sum_rows and layer_norm forward: an empty last dimension is no error",
+                   "[reductions]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  Tensor out = be->empty({0});
+  be->sum_rows(be->empty({3, 0}), out, 0.0f);
+  Tensor x = be->empty({2, 0});
+  be->layer_norm(x, be->empty({0}), be->empty({0}), 1e-5f, be->empty({2, 0}), be->empty({2}),
+                 be->empty({2}));
+  SUCCEED("no division by the empty dimension");
+}
