@@ -1,8 +1,10 @@
 // bench/gemm: tx's GEMM through the backend vs a direct oneDNN sgemm on Transformer shapes.
 //
 // Usage: gemm [--cpu-threads N] [--seconds S]
-// Prints one row per shape: GFLOP/s of both and their ratio (tx / oneDNN). The two are timed
-// alternately in the same run, so machine noise hits both alike.
+// Prints one row per shape: GFLOP/s of tx, of oneDNN's sgemm and their ratio (tx / oneDNN),
+// timed alternately in the same run so that machine noise hits both alike. A third column
+// times oneDNN's matmul primitive (created once) on the same shape: the other route tx could
+// take, and the reason its 2-D GEMMs call sgemm.
 #include <dnnl.h>
 #include <omp.h>
 
@@ -11,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dnnl.hpp>
 #include <functional>
 #include <vector>
 
@@ -61,10 +64,12 @@ int main(int argc, char** argv) {
                                          {4096, 512, 2048, "FFN out"},
                                          {64, 512, 512, "decode projection"},
                                          {64, 32000, 512, "output layer"}};
-  std::printf("GEMM C[M,N] = A[M,K] B[K,N], f32, %d threads\n", threads);
-  std::printf("%-22s %6s %6s %6s %12s %12s %8s\n", "shape", "M", "N", "K", "tx GFLOP/s",
-              "oneDNN GFLOP/s", "ratio");
+  std::printf("GEMM C[M,N] = A[M,K] B[K,N], f32, %d threads, GFLOP/s\n", threads);
+  std::printf("%-22s %6s %6s %6s %10s %10s %8s %12s\n", "shape", "M", "N", "K", "tx", "sgemm",
+              "ratio", "matmul prim.");
   tx::Rng rng(7);
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
   double worst = 1e9;
   for (const GemmShape& s : shapes) {
     std::vector<float> a(s.m * s.k), b(s.k * s.n);
@@ -85,19 +90,33 @@ int main(int argc, char** argv) {
       dnnl_sgemm('N', 'N', s.m, s.n, s.k, 1.0f, ta.data<float>(), s.k, tb.data<float>(), s.n, 0.0f,
                  c, s.n);
     };
+    using tag = dnnl::memory::format_tag;
+    auto md = [](int64_t r, int64_t c) {
+      return dnnl::memory::desc({r, c}, dnnl::memory::data_type::f32, tag::ab);
+    };
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md(s.m, s.k), md(s.k, s.n), md(s.m, s.n)),
+                                    engine);
+    dnnl::matmul prim(pd);
+    dnnl::memory ma(md(s.m, s.k), engine, ta.raw()), mb(md(s.k, s.n), engine, tb.raw()),
+        mc(md(s.m, s.n), engine, c);
+    auto run_prim = [&] {
+      prim.execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+      stream.wait();
+    };
     const double flops = 2.0 * s.m * s.n * s.k;
     // Calls per round so that all rounds of both fit the budget.
     double probe = best_seconds(run_dnnl, 1);
-    int reps = std::max(3, static_cast<int>(budget / 2 / std::max(probe, 1e-6) / 2));
-    double t_tx = 1e30, t_dnnl = 1e30;
-    for (int round = 0; round < 2; ++round) {  // alternate so noise hits both
+    int reps = std::max(3, static_cast<int>(budget / 3 / std::max(probe, 1e-6) / 2));
+    double t_tx = 1e30, t_dnnl = 1e30, t_prim = 1e30;
+    for (int round = 0; round < 2; ++round) {  // alternate so noise hits all alike
       t_tx = std::min(t_tx, best_seconds(run_tx, reps));
       t_dnnl = std::min(t_dnnl, best_seconds(run_dnnl, reps));
+      t_prim = std::min(t_prim, best_seconds(run_prim, reps));
     }
     double g_tx = flops / t_tx / 1e9, g_dnnl = flops / t_dnnl / 1e9;
     worst = std::min(worst, g_tx / g_dnnl);
-    std::printf("%-22s %6lld %6lld %6lld %12.1f %12.1f %8.3f\n", s.role, (long long)s.m,
-                (long long)s.n, (long long)s.k, g_tx, g_dnnl, g_tx / g_dnnl);
+    std::printf("%-22s %6lld %6lld %6lld %10.1f %10.1f %8.3f %12.1f\n", s.role, (long long)s.m,
+                (long long)s.n, (long long)s.k, g_tx, g_dnnl, g_tx / g_dnnl, flops / t_prim / 1e9);
   }
   std::printf("worst ratio tx/oneDNN: %.3f\n", worst);
 
