@@ -64,8 +64,8 @@ void CpuBackend::relu_backward_impl(const Tensor& dy, const Tensor& y, const Ten
 
 namespace {
 // out[i] (+)= in[i] * keep_i / (1 - p); the mask is a pure function of (seed, offset + i).
-void apply_dropout(const float* in, float p, uint64_t seed, uint64_t offset, float* out,
-                   int64_t n, bool accumulate) {
+void apply_dropout(const float* in, float p, uint64_t seed, uint64_t offset, float* out, int64_t n,
+                   bool accumulate) {
   const float keep_scale = 1.0f / (1.0f - p);
 #pragma omp parallel for if (n >= kElementwiseGrain)
   for (int64_t i = 0; i < n; ++i) {
@@ -92,7 +92,8 @@ void CpuBackend::add_positions_impl(const Tensor& x, int64_t start, const Tensor
   std::vector<float> table(time * d_model);
   for (int64_t t = 0; t < time; ++t)
     for (int64_t i = 0; i < d_model; ++i) {
-      double freq = std::pow(10000.0, -static_cast<double>(i - i % 2) / static_cast<double>(d_model));
+      double freq =
+          std::pow(10000.0, -static_cast<double>(i - i % 2) / static_cast<double>(d_model));
       double angle = static_cast<double>(start + t) * freq;
       table[t * d_model + i] = static_cast<float>(i % 2 == 0 ? std::sin(angle) : std::cos(angle));
     }

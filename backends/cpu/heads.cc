@@ -28,8 +28,8 @@ void permute_heads(const float* in, float* out, int64_t batch, int64_t time, int
 }  // namespace
 
 void CpuBackend::split_heads_impl(const Tensor& x, int heads, const Tensor& y, bool accumulate) {
-  permute_heads(x.data<float>(), y.data<float>(), x.dim(0), x.dim(1), heads, x.dim(2) / heads,
-                true, accumulate);
+  permute_heads(x.data<float>(), y.data<float>(), x.dim(0), x.dim(1), heads, x.dim(2) / heads, true,
+                accumulate);
 }
 
 void CpuBackend::merge_heads_impl(const Tensor& x, const Tensor& y, bool accumulate) {

@@ -1,8 +1,8 @@
 // LayerNorm over the last dimension, forward and backward.
+#include <omp.h>
+
 #include <cmath>
 #include <vector>
-
-#include <omp.h>
 
 #include "cpu_backend.h"
 #include "parallel.h"
@@ -40,9 +40,8 @@ void CpuBackend::layer_norm_impl(const Tensor& x, const Tensor& gamma, const Ten
 }
 
 void CpuBackend::layer_norm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                                          const Tensor& mean, const Tensor& rstd,
-                                          const Tensor& dx, const Tensor& dgamma,
-                                          const Tensor& dbeta) {
+                                          const Tensor& mean, const Tensor& rstd, const Tensor& dx,
+                                          const Tensor& dgamma, const Tensor& dbeta) {
   const int64_t d = x.shape().cols(), rows = x.shape().rows();
   const float* pdy = dy.data<float>();
   const float* px = x.data<float>();

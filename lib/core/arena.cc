@@ -4,7 +4,9 @@ namespace tx {
 
 namespace {
 constexpr size_t kAlign = 64;  // a cache line and any SIMD width
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+size_t align_up(size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
 }  // namespace
 
 Arena::Arena(std::shared_ptr<Allocator> allocator, size_t block_bytes)

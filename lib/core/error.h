@@ -32,7 +32,7 @@ std::string str(const Parts&... parts) {
 }  // namespace tx
 
 // Throws tx::Error with the streamed message when `cond` is false.
-#define TX_CHECK(cond, ...)                         \
-  do {                                              \
+#define TX_CHECK(cond, ...)                                 \
+  do {                                                      \
     if (!(cond)) throw ::tx::Error(::tx::str(__VA_ARGS__)); \
   } while (0)

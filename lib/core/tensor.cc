@@ -17,8 +17,9 @@ Tensor Tensor::allocate(const std::shared_ptr<Allocator>& allocator, const Shape
                         DType dtype) {
   size_t bytes = static_cast<size_t>(shape.numel()) * size_of(dtype);
   void* p = allocator->allocate(bytes == 0 ? 1 : bytes);
-  return Tensor(std::make_shared<Storage>(p, bytes == 0 ? 1 : bytes, allocator->device(), allocator),
-                shape, dtype);
+  return Tensor(
+      std::make_shared<Storage>(p, bytes == 0 ? 1 : bytes, allocator->device(), allocator), shape,
+      dtype);
 }
 
 Tensor Tensor::borrow(void* data, const Shape& shape, DType dtype, Device device) {
