@@ -1,0 +1,115 @@
+#include "io/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace tx::io {
+namespace {
+
+std::string dir_of(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+std::string base_of(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string errno_text() {
+  return std::strerror(errno);
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(const std::string& path) : path_(path) {
+  TX_CHECK(!path.empty() && path.back() != '/', "cannot write '", path,
+           "': the path names a directory, not a file; give a file name");
+  // Hidden name, unique per process and per call, so concurrent writers never share a temp.
+  // O_EXCL guards against a stale file of the same name; mode 0666 lets the umask decide, as
+  // for any newly created file.
+  static std::atomic<unsigned> counter{0};
+  std::string dir = dir_of(path);
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    temp_path_ = dir + "/." + base_of(path) + ".tmp." + std::to_string(::getpid()) + "." +
+                 std::to_string(counter++);
+    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd_ >= 0 || errno != EEXIST) break;
+  }
+  if (fd_ < 0) {
+    std::string reason = errno_text();
+    temp_path_.clear();
+    throw Error(str("cannot write '", path, "': cannot create a file in directory '", dir, "' (",
+                    reason, "); create the directory or choose a writable path"));
+  }
+}
+
+AtomicFile::~AtomicFile() {
+  discard();
+}
+
+void AtomicFile::discard() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (!committed_ && !temp_path_.empty()) ::unlink(temp_path_.c_str());
+  temp_path_.clear();
+}
+
+void AtomicFile::write(const void* data, size_t bytes) {
+  TX_CHECK(fd_ >= 0, "cannot write '", path_, "': the file was already committed or failed");
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    ssize_t n = ::write(fd_, p, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::string reason = n < 0 ? errno_text() : "no progress";
+      discard();
+      throw Error(str("cannot write '", path_, "': ", reason,
+                      "; free disk space or choose another path (nothing was written there)"));
+    }
+    p += n;
+    bytes -= static_cast<size_t>(n);
+  }
+}
+
+void AtomicFile::commit() {
+  TX_CHECK(fd_ >= 0, "cannot write '", path_, "': the file was already committed or failed");
+  auto fail = [&](const char* step) {
+    std::string reason = errno_text();
+    discard();
+    throw Error(str("cannot write '", path_, "': ", step, " failed (", reason,
+                    "); check the disk and permissions (the previous file, if any, is intact)"));
+  };
+  if (::fsync(fd_) != 0) fail("fsync");
+  int rc = ::close(fd_);
+  fd_ = -1;
+  if (rc != 0) fail("close");
+  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) fail("rename");
+  committed_ = true;
+  temp_path_.clear();
+  // The rename lives in the directory entry: sync the directory too. Best effort: some file
+  // systems refuse to open or fsync a directory, and the file itself is already complete.
+  int dir_fd = ::open(dir_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
+}
+
+void write_file_atomic(const std::string& path, const std::string& bytes) {
+  AtomicFile file(path);
+  file.write(bytes);
+  file.commit();
+}
+
+}  // namespace tx::io

@@ -1,0 +1,45 @@
+// AtomicFile: writes a file under a temporary name and renames it into place on commit().
+//
+// A crash or an error never leaves a partial file at the destination: until commit() the bytes
+// live in a hidden temporary beside it (same directory, so the rename cannot cross file
+// systems), and an AtomicFile destroyed without commit() removes its temporary. An existing
+// destination stays untouched until the rename replaces it in one step.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace tx::io {
+
+class AtomicFile {
+ public:
+  // Creates the temporary; throws tx::Error naming `path` when its directory is missing or
+  // not writable.
+  explicit AtomicFile(const std::string& path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(const void* data, size_t bytes);
+  void write(const std::string& bytes) { write(bytes.data(), bytes.size()); }
+
+  // Flushes to disk (fsync), renames over the destination and syncs the directory, so the new
+  // file survives a power loss once commit() returns.
+  void commit();
+
+  const std::string& path() const { return path_; }
+  const std::string& temp_path() const { return temp_path_; }
+
+ private:
+  void discard() noexcept;
+
+  std::string path_;
+  std::string temp_path_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+// Writes `bytes` to `path` through an AtomicFile.
+void write_file_atomic(const std::string& path, const std::string& bytes);
+
+}  // namespace tx::io

@@ -1,0 +1,229 @@
+#include "io/model_config.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace tx::io {
+namespace {
+
+using nlohmann::json;
+
+template <typename Int>
+void read_int(const json& v, const std::string& key, const std::string& where, Int* out) {
+  TX_CHECK(v.is_number_integer(), where, ": '", key, "' must be an integer, got ", v.dump());
+  // Compare in the widest types so a huge value cannot wrap into range.
+  bool fits = v.is_number_unsigned()
+                  ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<Int>::max())
+                  : v.get<int64_t>() >= static_cast<int64_t>(std::numeric_limits<Int>::min()) &&
+                        v.get<int64_t>() <= static_cast<int64_t>(std::numeric_limits<Int>::max());
+  TX_CHECK(fits, where, ": '", key, "' = ", v.dump(), " is out of range");
+  *out = v.is_number_unsigned() ? static_cast<Int>(v.get<uint64_t>())
+                                : static_cast<Int>(v.get<int64_t>());
+}
+
+void read_float(const json& v, const std::string& key, const std::string& where, float* out) {
+  TX_CHECK(v.is_number(), where, ": '", key, "' must be a number, got ", v.dump());
+  *out = v.get<float>();
+}
+
+void read_bool(const json& v, const std::string& key, const std::string& where, bool* out) {
+  TX_CHECK(v.is_boolean(), where, ": '", key, "' must be true or false, got ", v.dump());
+  *out = v.get<bool>();
+}
+
+void read_tied(const json& v, const std::string& key, const std::string& where,
+               TiedEmbeddings* out) {
+  std::string s = v.is_string() ? v.get<std::string>() : "";
+  if (s == "none")
+    *out = TiedEmbeddings::none;
+  else if (s == "decoder")
+    *out = TiedEmbeddings::decoder;
+  else if (s == "all")
+    *out = TiedEmbeddings::all;
+  else
+    throw Error(
+        str(where, ": '", key, "' must be \"none\", \"decoder\" or \"all\", got ", v.dump()));
+}
+
+// The double nearest the shortest decimal that reads back as `f`, so 0.1f is written "0.1"
+// rather than "0.10000000149011612" and still reads back bit-exact.
+double shortest(float f) {
+  if (!std::isfinite(f)) return f;
+  char buf[32];
+  for (int digits = 1; digits <= 9; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, static_cast<double>(f));
+    if (std::strtof(buf, nullptr) == f) break;
+  }
+  return std::strtod(buf, nullptr);
+}
+
+void check_rate(float v, const char* key, const std::string& where) {
+  TX_CHECK(std::isfinite(v) && v >= 0.0f && v < 1.0f, where, ": ", key, " = ", v,
+           " must lie in [0, 1)");
+}
+
+}  // namespace
+
+const char* name_of(TiedEmbeddings tied) {
+  switch (tied) {
+    case TiedEmbeddings::none:
+      return "none";
+    case TiedEmbeddings::decoder:
+      return "decoder";
+    case TiedEmbeddings::all:
+      return "all";
+  }
+  return "?";
+}
+
+std::vector<std::string> ModelConfig::preset_names() {
+  return {"transformer-base", "transformer-big"};
+}
+
+ModelConfig ModelConfig::preset(const std::string& name) {
+  ModelConfig c;  // the defaults are transformer-base
+  if (name == "transformer-base") return c;
+  if (name == "transformer-big") {
+    c.d_model = 1024;
+    c.d_ff = 4096;
+    c.heads = 16;
+    c.dropout = 0.3f;  // EN-DE big; the paper used 0.1 for EN-FR
+    return c;
+  }
+  throw Error(str("unknown model preset '", name, "'; choose transformer-base or transformer-big"));
+}
+
+void ModelConfig::validate(bool require_vocab, const std::string& where) const {
+  auto positive = [&](int64_t v, const char* key) {
+    TX_CHECK(v > 0, where, ": ", key, " = ", v, " must be positive");
+  };
+  if (require_vocab) {
+    TX_CHECK(src_vocab_size > 0 && tgt_vocab_size > 0, where, ": src_vocab_size = ", src_vocab_size,
+             " and tgt_vocab_size = ", tgt_vocab_size,
+             " must be positive; set them from the vocabulary");
+  } else {
+    TX_CHECK(src_vocab_size >= 0 && tgt_vocab_size >= 0, where,
+             ": vocabulary sizes must not be negative");
+  }
+  positive(d_model, "d_model");
+  positive(d_ff, "d_ff");
+  positive(heads, "heads");
+  positive(encoder_layers, "encoder_layers");
+  positive(decoder_layers, "decoder_layers");
+  positive(max_length, "max_length");
+  TX_CHECK(d_model % heads == 0, where, ": d_model = ", d_model,
+           " is not divisible by heads = ", heads, "; choose heads that divide d_model");
+  check_rate(dropout, "dropout", where);
+  check_rate(attention_dropout, "attention_dropout", where);
+  check_rate(relu_dropout, "relu_dropout", where);
+  check_rate(label_smoothing, "label_smoothing", where);
+  TX_CHECK(std::isfinite(norm_eps) && norm_eps > 0.0f, where, ": norm_eps = ", norm_eps,
+           " must be positive");
+  // With unknown sizes (0) the check waits until they are set.
+  TX_CHECK(tied_embeddings != TiedEmbeddings::all || src_vocab_size == 0 || tgt_vocab_size == 0 ||
+               src_vocab_size == tgt_vocab_size,
+           where,
+           ": tied_embeddings = all needs one shared vocabulary, but "
+           "src_vocab_size = ",
+           src_vocab_size, " and tgt_vocab_size = ", tgt_vocab_size,
+           "; use a joint vocabulary or tied_embeddings = decoder");
+}
+
+json ModelConfig::to_json() const {
+  // nlohmann's json object sorts keys, so the text is the same for the same config.
+  return json{{"src_vocab_size", src_vocab_size},
+              {"tgt_vocab_size", tgt_vocab_size},
+              {"d_model", d_model},
+              {"d_ff", d_ff},
+              {"heads", heads},
+              {"encoder_layers", encoder_layers},
+              {"decoder_layers", decoder_layers},
+              {"dropout", shortest(dropout)},
+              {"attention_dropout", shortest(attention_dropout)},
+              {"relu_dropout", shortest(relu_dropout)},
+              {"label_smoothing", shortest(label_smoothing)},
+              {"tied_embeddings", name_of(tied_embeddings)},
+              {"pre_norm", pre_norm},
+              {"max_length", max_length},
+              {"norm_eps", shortest(norm_eps)}};
+}
+
+std::string ModelConfig::to_json_string() const {
+  return to_json().dump();
+}
+
+void ModelConfig::update(const json& j, const std::string& where) {
+  TX_CHECK(j.is_object(), where, ": expected a JSON object, got ", j.dump());
+  for (const auto& [key, v] : j.items()) {
+    if (key == "src_vocab_size")
+      read_int(v, key, where, &src_vocab_size);
+    else if (key == "tgt_vocab_size")
+      read_int(v, key, where, &tgt_vocab_size);
+    else if (key == "d_model")
+      read_int(v, key, where, &d_model);
+    else if (key == "d_ff")
+      read_int(v, key, where, &d_ff);
+    else if (key == "heads")
+      read_int(v, key, where, &heads);
+    else if (key == "encoder_layers")
+      read_int(v, key, where, &encoder_layers);
+    else if (key == "decoder_layers")
+      read_int(v, key, where, &decoder_layers);
+    else if (key == "dropout")
+      read_float(v, key, where, &dropout);
+    else if (key == "attention_dropout")
+      read_float(v, key, where, &attention_dropout);
+    else if (key == "relu_dropout")
+      read_float(v, key, where, &relu_dropout);
+    else if (key == "label_smoothing")
+      read_float(v, key, where, &label_smoothing);
+    else if (key == "tied_embeddings")
+      read_tied(v, key, where, &tied_embeddings);
+    else if (key == "pre_norm")
+      read_bool(v, key, where, &pre_norm);
+    else if (key == "max_length")
+      read_int(v, key, where, &max_length);
+    else if (key == "norm_eps")
+      read_float(v, key, where, &norm_eps);
+    else
+      throw Error(str(where, ": unknown key '", key,
+                      "'; check the spelling (keys: src_vocab_size, tgt_vocab_size, d_model, "
+                      "d_ff, heads, encoder_layers, decoder_layers, dropout, attention_dropout, "
+                      "relu_dropout, label_smoothing, tied_embeddings, pre_norm, max_length, "
+                      "norm_eps)"));
+  }
+}
+
+ModelConfig ModelConfig::from_json(const json& j, const std::string& where) {
+  ModelConfig c;
+  c.update(j, where);
+  c.validate(true, where);
+  return c;
+}
+
+ModelConfig ModelConfig::from_json_string(const std::string& text, const std::string& where) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error(str(where, ": not valid JSON (", e.what(), "); fix or regenerate the config"));
+  }
+  return from_json(j, where);
+}
+
+bool ModelConfig::operator==(const ModelConfig& o) const {
+  return src_vocab_size == o.src_vocab_size && tgt_vocab_size == o.tgt_vocab_size &&
+         d_model == o.d_model && d_ff == o.d_ff && heads == o.heads &&
+         encoder_layers == o.encoder_layers && decoder_layers == o.decoder_layers &&
+         dropout == o.dropout && attention_dropout == o.attention_dropout &&
+         relu_dropout == o.relu_dropout && label_smoothing == o.label_smoothing &&
+         tied_embeddings == o.tied_embeddings && pre_norm == o.pre_norm &&
+         max_length == o.max_length && norm_eps == o.norm_eps;
+}
+
+}  // namespace tx::io

@@ -1,0 +1,69 @@
+// ModelConfig: the Transformer's architecture and regularisation, with the paper's presets.
+//
+// It travels as JSON in a checkpoint's "__metadata__" under kModelConfigKey, so a checkpoint
+// alone is enough to rebuild its model.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+namespace tx::io {
+
+// Which embedding matrices share one weight (paper section 3.4 shares all three).
+enum class TiedEmbeddings {
+  none,     // source embedding, target embedding and output projection are separate
+  decoder,  // target embedding = output projection
+  all,      // source = target embedding = output projection (needs one shared vocabulary)
+};
+
+const char* name_of(TiedEmbeddings tied);
+
+constexpr const char* kModelConfigKey = "tx.model_config";
+
+struct ModelConfig {
+  // 0 means "not yet known": tx-train fills them in from the vocabulary.
+  int64_t src_vocab_size = 0;
+  int64_t tgt_vocab_size = 0;
+  int64_t d_model = 512;
+  int64_t d_ff = 2048;
+  int heads = 8;
+  int encoder_layers = 6;
+  int decoder_layers = 6;
+  float dropout = 0.1f;            // sublayer outputs and embedding sums (paper P_drop)
+  float attention_dropout = 0.0f;  // on attention probabilities
+  float relu_dropout = 0.0f;       // inside the feed-forward network
+  float label_smoothing = 0.1f;
+  TiedEmbeddings tied_embeddings = TiedEmbeddings::all;
+  bool pre_norm = false;      // the paper is post-norm
+  int64_t max_length = 1024;  // longest sequence the positional encoding covers
+  float norm_eps = 1e-5f;
+
+  // "transformer-base" or "transformer-big" (paper Table 3); vocabulary sizes stay 0.
+  static ModelConfig preset(const std::string& name);
+  static std::vector<std::string> preset_names();
+
+  // Throws tx::Error naming the first invalid field and the fix. With require_vocab false,
+  // vocabulary sizes of 0 (not yet known) pass.
+  void validate(bool require_vocab = true, const std::string& where = "model config") const;
+
+  // Every field, keyed by its name above; tied_embeddings as "none" | "decoder" | "all".
+  nlohmann::json to_json() const;
+  std::string to_json_string() const;  // compact, for "__metadata__"
+
+  // Overrides the fields present in `j` (an object); an unknown key or a wrong type is an
+  // error naming the key and `where`. Does not validate: a preset plus overrides may be
+  // validated once all are applied.
+  void update(const nlohmann::json& j, const std::string& where = "model config");
+
+  // Defaults (transformer-base) overridden by `j`, then validated with vocabulary sizes.
+  static ModelConfig from_json(const nlohmann::json& j, const std::string& where = "model config");
+  static ModelConfig from_json_string(const std::string& text,
+                                      const std::string& where = "model config");
+
+  bool operator==(const ModelConfig& o) const;
+  bool operator!=(const ModelConfig& o) const { return !(*this == o); }
+};
+
+}  // namespace tx::io
