@@ -1,0 +1,58 @@
+#include "nn/decoder_layer.h"
+
+namespace tx::nn {
+
+DecoderLayer::DecoderLayer(ParamScope scope, const DecoderLayerConfig& config)
+    : config_(config),
+      self_attn_(scope.child("self_attn"), config.d_model, config.heads, config.attention_dropout),
+      self_attn_norm_(scope.child("self_attn_norm"), config.d_model, config.norm_eps),
+      cross_attn_(scope.child("cross_attn"), config.d_model, config.heads,
+                  config.attention_dropout),
+      cross_attn_norm_(scope.child("cross_attn_norm"), config.d_model, config.norm_eps),
+      ffn_(scope.child("ffn"), config.d_model, config.d_ff, config.relu_dropout),
+      ffn_norm_(scope.child("ffn_norm"), config.d_model, config.norm_eps) {}
+
+Var DecoderLayer::forward(Graph& g, const Var& x, const Var& memory,
+                          const Tensor& memory_lengths) const {
+  auto self_kv = [&](const Var& h) { return self_attn_.project_kv(g, h); };
+  return run(g, x, self_kv, Tensor(), /*causal=*/true, project_memory(g, memory), memory_lengths);
+}
+
+AttentionKV DecoderLayer::project_memory(Graph& g, const Var& memory) const {
+  return cross_attn_.project_kv(g, memory);
+}
+
+Var DecoderLayer::step(Graph& g, const Var& x, DecoderState& state, int layer) const {
+  TX_CHECK(!g.grad_enabled(), "DecoderLayer::step is inference: turn gradients off (NoGradScope)");
+  TX_CHECK(x->value.ndim() == 3 && x->value.dim(0) == state.batch() && x->value.dim(1) == 1,
+           "DecoderLayer::step: x ", x->value.str(), " must be [", state.batch(), ", 1, ",
+           config_.d_model, "], one step of the state's batch");
+  auto self_kv = [&](const Var& h) { return state.append(layer, self_attn_.project_kv(g, h)); };
+  // Causal masking is not needed: the one query is the newest step, and the self lengths
+  // hide the cache slots not written yet.
+  return run(g, x, self_kv, state.self_lengths(), /*causal=*/false, state.memory(layer),
+             state.memory_lengths());
+}
+
+Var DecoderLayer::run(Graph& g, const Var& x, const std::function<AttentionKV(const Var&)>& self_kv,
+                      const Tensor& self_lengths, bool causal, const AttentionKV& memory,
+                      const Tensor& memory_lengths) const {
+  const float p = config_.dropout;
+  if (config_.pre_norm) {
+    // x = x + Dropout(Sublayer(LN(x))) for each sublayer.
+    Var h = self_attn_norm_.forward(g, x);
+    Var y = ops::add(g, x,
+                     ops::dropout(g, self_attn_.attend(g, h, self_kv(h), self_lengths, causal), p));
+    h = cross_attn_norm_.forward(g, y);
+    y = ops::add(g, y, ops::dropout(g, cross_attn_.attend(g, h, memory, memory_lengths, false), p));
+    return ops::add(g, y, ops::dropout(g, ffn_.forward(g, ffn_norm_.forward(g, y)), p));
+  }
+  // Post-norm, as in the paper: x = LN(x + Dropout(Sublayer(x))).
+  Var attn = self_attn_.attend(g, x, self_kv(x), self_lengths, causal);
+  Var y = self_attn_norm_.forward(g, ops::add(g, x, ops::dropout(g, attn, p)));
+  attn = cross_attn_.attend(g, y, memory, memory_lengths, /*causal=*/false);
+  y = cross_attn_norm_.forward(g, ops::add(g, y, ops::dropout(g, attn, p)));
+  return ffn_norm_.forward(g, ops::add(g, y, ops::dropout(g, ffn_.forward(g, y), p)));
+}
+
+}  // namespace tx::nn

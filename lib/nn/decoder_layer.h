@@ -1,0 +1,57 @@
+// DecoderLayer: masked self-attention, cross-attention over the encoder output and
+// feed-forward sublayers, each with dropout, residual and LayerNorm (paper section 3.1).
+#pragma once
+
+#include <functional>
+
+#include "graph/ops.h"
+#include "nn/attention.h"
+#include "nn/decoder_state.h"
+#include "nn/encoder_layer.h"
+#include "nn/feed_forward.h"
+#include "nn/layer_norm.h"
+
+namespace tx::nn {
+
+// The decoder layer has the encoder layer's sizes, dropouts and norm placement.
+using DecoderLayerConfig = EncoderLayerConfig;
+
+class DecoderLayer {
+ public:
+  DecoderLayer() = default;
+  // Parameters under "<scope>.self_attn", "<scope>.self_attn_norm", "<scope>.cross_attn",
+  // "<scope>.cross_attn_norm", "<scope>.ffn", "<scope>.ffn_norm".
+  DecoderLayer(ParamScope scope, const DecoderLayerConfig& config);
+
+  // Training and scoring: x [B, T, d_model] (target positions, each seeing itself and those
+  // before it) attends to memory [B, S, d_model], the encoder output, whose positions >=
+  // memory_lengths[b] (i32 [B]) are padding.
+  Var forward(Graph& g, const Var& x, const Var& memory, const Tensor& memory_lengths) const;
+
+  // The cross-attention keys and values of the encoder output, computed once per sentence.
+  AttentionKV project_memory(Graph& g, const Var& memory) const;
+
+  // Incremental decoding, no gradient: x [B, 1, d_model] is step state.length(); its
+  // self-attention keys and values are appended to layer `layer` of state, whose cache it
+  // then attends to. The caller brackets the layers with state.begin_step()/end_step().
+  Var step(Graph& g, const Var& x, DecoderState& state, int layer) const;
+
+  const DecoderLayerConfig& config() const { return config_; }
+
+ private:
+  // The three sublayers, with self_kv supplying the self-attention keys and values from the
+  // (normalised) layer input: projected in training, appended to the cache when decoding.
+  Var run(Graph& g, const Var& x, const std::function<AttentionKV(const Var&)>& self_kv,
+          const Tensor& self_lengths, bool causal, const AttentionKV& memory,
+          const Tensor& memory_lengths) const;
+
+  DecoderLayerConfig config_;
+  MultiHeadAttention self_attn_;
+  LayerNorm self_attn_norm_;
+  MultiHeadAttention cross_attn_;
+  LayerNorm cross_attn_norm_;
+  FeedForward ffn_;
+  LayerNorm ffn_norm_;
+};
+
+}  // namespace tx::nn

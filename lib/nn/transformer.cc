@@ -1,0 +1,122 @@
+#include "nn/transformer.h"
+
+#include <cmath>
+#include <string>
+
+namespace tx::nn {
+
+namespace {
+// Turns dropout off for a scope: incremental decoding is inference.
+class EvalScope {
+ public:
+  explicit EvalScope(Graph& g) : g_(g), was_(g.training()) { g.set_training(false); }
+  ~EvalScope() { g_.set_training(was_); }
+  EvalScope(const EvalScope&) = delete;
+  EvalScope& operator=(const EvalScope&) = delete;
+
+ private:
+  Graph& g_;
+  bool was_;
+};
+}  // namespace
+
+Transformer::Transformer(ParamScope scope, const TransformerConfig& config) : config_(config) {
+  config.validate();
+  const EncoderLayerConfig layer = config.layer();
+  ParamScope enc = scope.child("encoder"), dec = scope.child("decoder");
+
+  if (config.tied == TiedEmbeddings::all)
+    src_embed_ = Embedding(scope.child("embed_tokens"), config.src_vocab, config.d_model);
+  else
+    src_embed_ = Embedding(enc.child("embed_tokens"), config.src_vocab, config.d_model);
+  for (int i = 0; i < config.encoder_layers; ++i)
+    encoder_.emplace_back(enc.child("layers").child(std::to_string(i)), layer);
+  // Pre-norm layers leave their output unnormalised; post-norm layers end with a LayerNorm.
+  if (config.pre_norm)
+    encoder_norm_ = LayerNorm(enc.child("final_norm"), config.d_model, config.norm_eps);
+
+  if (config.tied == TiedEmbeddings::all)
+    tgt_embed_ = src_embed_;  // the same Var: both lookups add into one gradient
+  else
+    tgt_embed_ = Embedding(dec.child("embed_tokens"), config.tgt_vocab, config.d_model);
+  for (int i = 0; i < config.decoder_layers; ++i)
+    decoder_.emplace_back(dec.child("layers").child(std::to_string(i)), layer);
+  if (config.pre_norm)
+    decoder_norm_ = LayerNorm(dec.child("final_norm"), config.d_model, config.norm_eps);
+
+  if (config.tied == TiedEmbeddings::none)
+    // Untied, the projection is drawn like an embedding (as fairseq does), so logits start at
+    // the same scale either way.
+    output_weight_ = dec.child("output_proj")
+                         .normal("weight", {config.tgt_vocab, config.d_model},
+                                 1.0f / std::sqrt(static_cast<float>(config.d_model)));
+  else
+    output_weight_ = tgt_embed_.weight();
+}
+
+Var Transformer::forward(Graph& g, const Tensor& src_ids, const Tensor& src_lengths,
+                         const Tensor& tgt_in_ids) const {
+  return decode(g, encode(g, src_ids, src_lengths), src_lengths, tgt_in_ids);
+}
+
+Var Transformer::embed(Graph& g, const Embedding& table, const Tensor& ids, int64_t start) const {
+  TX_CHECK(ids.defined() && ids.dtype() == DType::i32 && ids.ndim() == 2, "Transformer: token ids ",
+           ids.str(), " must be i32 [batch, time]");
+  return ops::dropout(g, ops::add_positions(g, table.forward(g, ids), start), config_.dropout);
+}
+
+Var Transformer::encode(Graph& g, const Tensor& src_ids, const Tensor& src_lengths) const {
+  TX_CHECK(src_lengths.defined() && src_lengths.dtype() == DType::i32 &&
+               src_lengths.shape() == Shape{src_ids.dim(0)},
+           "Transformer::encode: src_lengths ", src_lengths.str(), " must be i32 [", src_ids.dim(0),
+           "] for src_ids ", src_ids.str());
+  Var x = embed(g, src_embed_, src_ids, 0);
+  for (const EncoderLayer& layer : encoder_) x = layer.forward(g, x, src_lengths);
+  return config_.pre_norm ? encoder_norm_.forward(g, x) : x;
+}
+
+Var Transformer::logits(Graph& g, const Var& x) const {
+  Var h = config_.pre_norm ? decoder_norm_.forward(g, x) : x;
+  return ops::linear(g, h, output_weight_, nullptr);
+}
+
+Var Transformer::decode(Graph& g, const Var& memory, const Tensor& src_lengths,
+                        const Tensor& tgt_in_ids) const {
+  TX_CHECK(tgt_in_ids.ndim() == 2 && memory->value.ndim() == 3 &&
+               tgt_in_ids.dim(0) == memory->value.dim(0),
+           "Transformer::decode: target ids ", tgt_in_ids.str(), " and memory ",
+           memory->value.str(), " must share the batch size");
+  Var x = embed(g, tgt_embed_, tgt_in_ids, 0);
+  for (const DecoderLayer& layer : decoder_) x = layer.forward(g, x, memory, src_lengths);
+  return logits(g, x);
+}
+
+DecoderState Transformer::start_decoding(Graph& g, const Var& memory, const Tensor& src_lengths,
+                                         int64_t capacity) const {
+  NoGradScope no_grad(g);
+  std::vector<AttentionKV> kv;
+  for (const DecoderLayer& layer : decoder_) kv.push_back(layer.project_memory(g, memory));
+  return DecoderState(g.backend(), std::move(kv), src_lengths, capacity);
+}
+
+Var Transformer::decode_step(Graph& g, DecoderState& state, const Tensor& tgt_ids,
+                             int64_t step) const {
+  TX_CHECK(step == state.length(), "Transformer::decode_step: step ", step, " but the state holds ",
+           state.length(), " steps; steps go 0, 1, 2, ... in order");
+  TX_CHECK(tgt_ids.defined() && tgt_ids.shape() == (Shape{state.batch(), 1}),
+           "Transformer::decode_step: tgt_ids ", tgt_ids.str(), " must be i32 [", state.batch(),
+           ", 1]");
+  TX_CHECK(state.layers() == static_cast<int>(decoder_.size()),
+           "Transformer::decode_step: the state has ", state.layers(), " layers, the model ",
+           decoder_.size());
+  NoGradScope no_grad(g);
+  EvalScope eval(g);
+  Var x = embed(g, tgt_embed_, tgt_ids, step);
+  state.begin_step();
+  for (size_t i = 0; i < decoder_.size(); ++i)
+    x = decoder_[i].step(g, x, state, static_cast<int>(i));
+  state.end_step();
+  return ops::reshape(g, logits(g, x), {state.batch(), config_.tgt_vocab});
+}
+
+}  // namespace tx::nn

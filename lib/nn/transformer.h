@@ -1,0 +1,71 @@
+// Transformer: the encoder-decoder model of the paper — embeddings with sinusoidal positions,
+// N encoder layers, N decoder layers and the projection to target-vocabulary logits.
+//
+// forward() is teacher-forced training and scoring; encode() / decode() are its two halves;
+// start_decoding() + decode_step() run the decoder one token at a time with cached state
+// (nn/decoder_state.h) for beam search.
+#pragma once
+
+#include <vector>
+
+#include "nn/decoder_layer.h"
+#include "nn/decoder_state.h"
+#include "nn/embedding.h"
+#include "nn/encoder_layer.h"
+#include "nn/layer_norm.h"
+#include "nn/transformer_config.h"
+
+namespace tx::nn {
+
+class Transformer {
+ public:
+  Transformer() = default;
+  // Parameters, in this order (root = scope):
+  //   encoder.embed_tokens.weight [src_vocab, d_model]    (tied none | decoder)
+  //   embed_tokens.weight [vocab, d_model]                 (tied all: source, target, output)
+  //   encoder.layers.<i>.*, encoder.final_norm.*           (final norm only with pre_norm)
+  //   decoder.embed_tokens.weight [tgt_vocab, d_model]    (tied none | decoder)
+  //   decoder.layers.<i>.*, decoder.final_norm.*           (final norm only with pre_norm)
+  //   decoder.output_proj.weight [tgt_vocab, d_model]     (tied none; no bias, as in the paper)
+  Transformer(ParamScope scope, const TransformerConfig& config);
+
+  // Teacher-forced logits [B, T, tgt_vocab]. src_ids i32 [B, S] right-padded, src_lengths
+  // i32 [B]; tgt_in_ids i32 [B, T]: the target shifted right (BOS first). Position t sees
+  // target inputs 0..t only.
+  Var forward(Graph& g, const Tensor& src_ids, const Tensor& src_lengths,
+              const Tensor& tgt_in_ids) const;
+  // The encoder output ("memory") [B, S, d_model].
+  Var encode(Graph& g, const Tensor& src_ids, const Tensor& src_lengths) const;
+  // Logits [B, T, tgt_vocab] of the target inputs given the memory.
+  Var decode(Graph& g, const Var& memory, const Tensor& src_lengths,
+             const Tensor& tgt_in_ids) const;
+
+  // Incremental decoding (inference: no gradient, no dropout). start_decoding computes each
+  // decoder layer's cross-attention keys and values of the memory once and preallocates
+  // `capacity` steps of self-attention cache (it doubles when exceeded).
+  DecoderState start_decoding(Graph& g, const Var& memory, const Tensor& src_lengths,
+                              int64_t capacity = 64) const;
+  // tgt_ids i32 [B, 1]: the target input at position `step` (== state.length()); returns the
+  // logits [B, tgt_vocab] of the next token, equal to decode()'s at that position.
+  Var decode_step(Graph& g, DecoderState& state, const Tensor& tgt_ids, int64_t step) const;
+
+  const TransformerConfig& config() const { return config_; }
+  const Embedding& src_embedding() const { return src_embed_; }
+  const Embedding& tgt_embedding() const { return tgt_embed_; }
+  const Var& output_weight() const { return output_weight_; }  // [tgt_vocab, d_model]
+
+ private:
+  // sqrt(d_model) * table[ids] + PE(start + t), then dropout (paper section 3.4-3.5, 5.4).
+  Var embed(Graph& g, const Embedding& table, const Tensor& ids, int64_t start) const;
+  // The final norm (pre-norm only) and the pre-softmax projection.
+  Var logits(Graph& g, const Var& x) const;
+
+  TransformerConfig config_;
+  Embedding src_embed_, tgt_embed_;
+  std::vector<EncoderLayer> encoder_;
+  std::vector<DecoderLayer> decoder_;
+  LayerNorm encoder_norm_, decoder_norm_;  // pre_norm only
+  Var output_weight_;
+};
+
+}  // namespace tx::nn

@@ -1,0 +1,694 @@
+// The decoder layer and the whole Transformer: gradients against finite differences, causality
+// and padding, tied embeddings, incremental decoding against the full forward, beam reordering,
+// and the parameter count of transformer-base.
+#include "nn/transformer.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <numeric>
+
+#include "backend/registry.h"
+#include "gradient_check.h"
+#include "nn/decoder_layer.h"
+#include "nn/loss.h"
+
+namespace {
+
+using tx::Graph;
+using tx::GraphOptions;
+using tx::Tensor;
+using tx::Var;
+using tx::nn::DecoderLayer;
+using tx::nn::DecoderLayerConfig;
+using tx::nn::DecoderState;
+using tx::nn::ParameterSet;
+using tx::nn::ParamScope;
+using tx::nn::TiedEmbeddings;
+using tx::nn::Transformer;
+using tx::nn::TransformerConfig;
+using tx::test::GradientChecker;
+using tx::test::random_normal;
+
+constexpr int32_t kPad = 0, kBos = 1, kEos = 2;
+
+std::unique_ptr<tx::Backend> cpu() {
+  tx::register_builtin_backends();
+  return tx::create_backend("cpu");
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// Moves biases and LayerNorm parameters off their 0/1 init so no gradient is special-cased.
+void perturb_params(tx::Backend& be, const ParameterSet& params, tx::Rng& rng) {
+  for (const auto& item : params.items()) {
+    if (!ends_with(item.first, ".bias") && !ends_with(item.first, "norm.weight")) continue;
+    std::vector<float> h = be.download<float>(item.second->value);
+    for (float& v : h) v += 0.2f * rng.normal();
+    be.copy_from_host(h.data(), item.second->value);
+  }
+}
+
+TransformerConfig tiny_config(TiedEmbeddings tied, bool pre_norm) {
+  TransformerConfig c;
+  c.src_vocab = c.tgt_vocab = 11;
+  c.d_model = 8;
+  c.d_ff = 16;
+  c.heads = 2;
+  c.encoder_layers = c.decoder_layers = 2;
+  c.dropout = 0.1f;
+  c.tied = tied;
+  c.pre_norm = pre_norm;
+  return c;
+}
+
+// A batch of token ids: real tokens in [3, vocab), pad after each row's length.
+std::vector<int32_t> random_ids(tx::Rng& rng, int64_t batch, int64_t time,
+                                const std::vector<int32_t>& lengths, int64_t vocab) {
+  std::vector<int32_t> ids(batch * time, kPad);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < lengths[b]; ++t)
+      ids[b * time + t] = 3 + static_cast<int32_t>(rng.uniform() * float(vocab - 3));
+  return ids;
+}
+
+// Rows `rows` of a [B, rest...] host array, in that order.
+template <typename T>
+std::vector<T> pick_rows(const std::vector<T>& v, int64_t batch, const std::vector<int32_t>& rows) {
+  const size_t row = v.size() / batch;
+  std::vector<T> out;
+  for (int32_t r : rows) out.insert(out.end(), v.begin() + r * row, v.begin() + (r + 1) * row);
+  return out;
+}
+
+// One sentence pair batch for the tiny models.
+struct Batch {
+  int64_t B, S, T;
+  std::vector<int32_t> src, src_len, tgt_in, tgt_out;
+};
+
+Batch tiny_batch(tx::Rng& rng, int64_t vocab, std::vector<int32_t> src_len,
+                 std::vector<int32_t> tgt_len, int64_t S, int64_t T) {
+  Batch b{int64_t(src_len.size()), S, T, {}, src_len, {}, {}};
+  b.src = random_ids(rng, b.B, S, src_len, vocab);
+  // tgt_out = tokens, EOS, pads; tgt_in = BOS, tokens, (EOS), pads: the same sentence shifted.
+  std::vector<int32_t> words = random_ids(rng, b.B, T, tgt_len, vocab);
+  b.tgt_in.assign(b.B * T, kPad);
+  b.tgt_out.assign(b.B * T, kPad);
+  for (int64_t r = 0; r < b.B; ++r)
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t n = tgt_len[r] - 1;  // real words; the last real target is EOS
+      b.tgt_out[r * T + t] = t < n ? words[r * T + t] : (t == n ? kEos : kPad);
+      b.tgt_in[r * T + t] = t == 0 ? kBos : (t <= n ? b.tgt_out[r * T + t - 1] : kPad);
+    }
+  return b;
+}
+
+// The logits of a no-grad, no-dropout forward, on the host.
+std::vector<float> eval_logits(tx::Backend& be, const Transformer& model, const Batch& b) {
+  Graph g(be, GraphOptions{false, false});
+  Var y = model.forward(g, be.upload(b.src, {b.B, b.S}), be.upload(b.src_len, {b.B}),
+                        be.upload(b.tgt_in, {b.B, b.T}));
+  return be.download<float>(y->value);
+}
+
+// Runs decode_step over the first `steps` target inputs of `tgt_in` ([B, T]) starting at
+// state.length(), and appends each step's logits [B, V] to `out`.
+void decode_steps(tx::Backend& be, Graph& g, const Transformer& model, DecoderState& state,
+                  const std::vector<int32_t>& tgt_in, int64_t T, int64_t steps,
+                  std::vector<std::vector<float>>& out) {
+  const int64_t B = state.batch();
+  for (int64_t i = 0; i < steps; ++i) {
+    const int64_t t = state.length();
+    std::vector<int32_t> ids(B);
+    for (int64_t r = 0; r < B; ++r) ids[r] = tgt_in[r * T + t];
+    Var logits = model.decode_step(g, state, be.upload(ids, {B, 1}), t);
+    REQUIRE(logits->value.shape() == (tx::Shape{B, model.config().tgt_vocab}));
+    out.push_back(be.download<float>(logits->value));
+  }
+}
+
+// Checks step logits (out[t] for t in [from, from + out.size())) against full logits
+// [B, T, V] of rows `rows`.
+void check_steps_match(const std::vector<std::vector<float>>& steps, int64_t from,
+                       const std::vector<float>& full, const std::vector<int32_t>& rows, int64_t T,
+                       int64_t V) {
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const int64_t t = from + int64_t(i);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      INFO("step " << t << ", batch row " << r << " (full row " << rows[r] << ")");
+      double worst = 0;
+      for (int64_t v = 0; v < V; ++v)
+        worst = std::max(worst,
+                         double(std::abs(steps[i][r * V + v] - full[(rows[r] * T + t) * V + v])));
+      CHECK(worst <= 1e-5);
+    }
+  }
+}
+
+// Tape gradients of v (after gc.run_backward()) against finite differences of gc's loss, on
+// every element or a sample of max_checks. Through whole layers one perturbation moves many
+// ReLU inputs, and a kink inside the step bends a central difference (by 10% and more here,
+// measured), or the operating point sits just beside a kink, where only the one-sided
+// difference away from it is the derivative; float noise grows as the step shrinks. So an
+// element that disagrees with the tape by more than 0.5% of the tensor's largest gradient is
+// measured again at steps eps/4 and eps/16, centrally and one-sidedly, and the estimate
+// closest to the tape stands: a wrong gradient disagrees with every estimate at every step, a
+// kink bends only those whose interval holds it. Pass criteria are GradientChecker::compare's.
+tx::test::GradReport check_gradient(tx::Backend& be, GradientChecker& gc, const Var& v,
+                                    int64_t max_checks, double atol = 1e-3, double eps = 1e-2) {
+  const Tensor& t = v->value;
+  std::vector<float> tape =
+      v->grad.defined() ? be.download<float>(v->grad) : std::vector<float>(t.numel(), 0.0f);
+  std::vector<int64_t> idx(t.numel());
+  std::iota(idx.begin(), idx.end(), 0);
+  if (t.numel() > max_checks) {
+    tx::Rng pick(777 + t.numel());
+    for (int64_t i = 0; i < max_checks; ++i)
+      std::swap(idx[i], idx[i + int64_t(pick.uniform() * (t.numel() - i))]);
+    idx.resize(max_checks);
+  }
+  std::vector<float> host = be.download<float>(t);
+  const double at = gc.loss();
+  // The central, forward and backward differences at step h, divided by the steps actually
+  // applied after rounding to float.
+  auto estimates = [&](int64_t i, double h) {
+    const float orig = host[i], hi = orig + float(h), lo = orig - float(h);
+    host[i] = hi;
+    be.copy_from_host(host.data(), t);
+    const double up = gc.loss();
+    host[i] = lo;
+    be.copy_from_host(host.data(), t);
+    const double down = gc.loss();
+    host[i] = orig;
+    be.copy_from_host(host.data(), t);
+    return std::vector<double>{(up - down) / (double(hi) - double(lo)),
+                               (up - at) / (double(hi) - double(orig)),
+                               (at - down) / (double(orig) - double(lo))};
+  };
+  std::vector<double> fd(idx.size());
+  tx::test::GradReport rep;
+  rep.checked = int64_t(idx.size());
+  for (size_t k = 0; k < idx.size(); ++k) {
+    fd[k] = estimates(idx[k], eps)[0];
+    rep.max_fd = std::max(rep.max_fd, std::abs(fd[k]));
+  }
+  for (size_t k = 0; k < idx.size(); ++k) {
+    const double a = tape[idx[k]];
+    if (std::abs(a - fd[k]) <= 5e-3 * rep.max_fd + 1e-4) continue;
+    ++rep.remeasured;
+    for (double h : {eps / 4, eps / 16})
+      for (double f : estimates(idx[k], h))
+        if (std::abs(a - f) < std::abs(a - fd[k])) fd[k] = f;
+  }
+  const double tol = 2e-2 * rep.max_fd + atol;
+  double err2 = 0, fd2 = 0, worst = -1;
+  for (size_t k = 0; k < idx.size(); ++k) {
+    const double a = tape[idx[k]], e = std::abs(a - fd[k]);
+    err2 += e * e;
+    fd2 += fd[k] * fd[k];
+    rep.max_err = std::max(rep.max_err, e);
+    if (e > tol) rep.ok = false;
+    if (e - tol > worst) {
+      worst = e - tol;
+      rep.detail = "element " + std::to_string(idx[k]) + ": tape " + std::to_string(a) +
+                   " vs finite difference " + std::to_string(fd[k]);
+    }
+  }
+  rep.rel_l2 = fd2 > 0 ? std::sqrt(err2 / fd2) : 0.0;
+  if (rep.max_fd > 10 * atol && rep.rel_l2 >= 1e-2) rep.ok = false;
+  return rep;
+}
+
+DecoderLayerConfig small_layer_config() {
+  DecoderLayerConfig c;
+  c.d_model = 8;
+  c.heads = 2;
+  c.d_ff = 16;
+  c.dropout = 0.1f;
+  return c;
+}
+
+}  // namespace
+
+// ---- the decoder layer --------------------------------------------------------------------
+
+TEST_CASE("decoder layer: parameters are named by the module tree", "[nn][decoder]") {
+  auto be = cpu();
+  tx::Rng rng(1);
+  ParameterSet params;
+  DecoderLayer layer(ParamScope(*be, params, rng, "decoder.layers.0"), small_layer_config());
+  std::vector<std::string> want;
+  for (std::string attn : {"self_attn", "cross_attn"}) {
+    for (std::string proj : {"q_proj", "k_proj", "v_proj", "out_proj"})
+      for (std::string leaf : {"weight", "bias"}) want.push_back(attn + "." + proj + "." + leaf);
+    want.push_back(attn + "_norm.weight");
+    want.push_back(attn + "_norm.bias");
+  }
+  for (std::string leaf : {"ffn.fc1.weight", "ffn.fc1.bias", "ffn.fc2.weight", "ffn.fc2.bias",
+                           "ffn_norm.weight", "ffn_norm.bias"})
+    want.push_back(leaf);
+  REQUIRE(params.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    CHECK(params.items()[i].first == "decoder.layers.0." + want[i]);
+  CHECK(params.numel() == 8 * (64 + 8) + 3 * 16 + (128 + 16) + (128 + 8));
+}
+
+TEST_CASE(
+    "decoder layer backward: finite differences w.r.t. input, memory and every parameter, "
+    "with source padding",
+    "[nn][decoder][gradcheck]") {
+  auto be = cpu();
+  for (int variant = 0; variant < 3; ++variant) {
+    const char* names[] = {"post-norm (the paper)", "pre-norm", "post-norm with dropout on"};
+    DYNAMIC_SECTION(names[variant]) {
+      tx::Rng rng(10 + variant);
+      ParameterSet params;
+      DecoderLayerConfig cfg = small_layer_config();
+      cfg.pre_norm = variant == 1;
+      if (variant == 2) {
+        cfg.dropout = 0.2f;
+        cfg.attention_dropout = 0.1f;
+        cfg.relu_dropout = 0.1f;
+      }
+      DecoderLayer layer(ParamScope(*be, params, rng, "decoder.layers.0"), cfg);
+      perturb_params(*be, params, rng);
+      const int64_t B = 2, T = 4, S = 5, D = cfg.d_model;
+      // The second source sentence is shorter: its last two memory positions are padding.
+      Tensor lengths = be->upload(std::vector<int32_t>{5, 3}, {B});
+      Var x = tx::make_var(be->upload(random_normal(rng, B * T * D), {B, T, D}), true);
+      Var mem = tx::make_var(be->upload(random_normal(rng, B * S * D), {B, S, D}), true);
+      Graph g(*be, GraphOptions{true, /*training=*/variant == 2, 5});
+      GradientChecker gc(
+          *be, g,
+          [&] {
+            g.rng().set_counter(0);  // the same dropout masks for every evaluation
+            return layer.forward(g, x, mem, lengths);
+          },
+          random_normal(rng, B * T * D));
+      gc.run_backward();
+      std::vector<std::pair<std::string, Var>> vars = {{"input", x}, {"memory", mem}};
+      for (const auto& item : params.items()) vars.push_back(item);
+      for (const auto& nv : vars) {
+        tx::test::GradReport rep = check_gradient(*be, gc, nv.second, 64);
+        INFO(nv.first << ": " << rep.str());
+        CHECK(rep.ok);
+      }
+      // Padded memory positions are keys nobody sees: their gradient is exactly zero.
+      std::vector<float> gm = be->download<float>(mem->grad);
+      for (int64_t s = 3; s < S; ++s)
+        for (int64_t d = 0; d < D; ++d) CHECK(gm[(1 * S + s) * D + d] == 0.0f);
+    }
+  }
+}
+
+TEST_CASE("decoder layer: position t does not see later target positions", "[nn][decoder]") {
+  auto be = cpu();
+  tx::Rng rng(12);
+  ParameterSet params;
+  DecoderLayer layer(ParamScope(*be, params, rng, "dec"), small_layer_config());
+  const int64_t B = 2, T = 5, S = 4, D = 8;
+  Tensor lengths = be->upload(std::vector<int32_t>{4, 2}, {B});
+  std::vector<float> xh = random_normal(rng, B * T * D);
+  Var mem = tx::make_var(be->upload(random_normal(rng, B * S * D), {B, S, D}));
+  Graph g(*be, GraphOptions{false, false});
+  auto run = [&](const std::vector<float>& x) {
+    return be->download<float>(
+        layer.forward(g, tx::make_var(be->upload(x, {B, T, D})), mem, lengths)->value);
+  };
+  std::vector<float> y0 = run(xh);
+  for (int64_t t = 0; t + 1 < T; ++t) {
+    std::vector<float> x2 = xh;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t u = t + 1; u < T; ++u)
+        for (int64_t d = 0; d < D; ++d) x2[(b * T + u) * D + d] += 3.0f;
+    std::vector<float> y1 = run(x2);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t u = 0; u <= t; ++u)
+        for (int64_t d = 0; d < D; ++d) CHECK(y1[(b * T + u) * D + d] == y0[(b * T + u) * D + d]);
+  }
+}
+
+// ---- the whole model ----------------------------------------------------------------------
+
+TEST_CASE("transformer: parameter names and counts for each tied-embeddings mode",
+          "[nn][transformer]") {
+  auto be = cpu();
+  auto build = [&](TiedEmbeddings tied, bool pre_norm, ParameterSet& params) {
+    tx::Rng rng(1);
+    return Transformer(ParamScope(*be, params, rng), tiny_config(tied, pre_norm));
+  };
+  ParameterSet none, decoder, all, pre;
+  Transformer m_none = build(TiedEmbeddings::none, false, none);
+  Transformer m_dec = build(TiedEmbeddings::decoder, false, decoder);
+  Transformer m_all = build(TiedEmbeddings::all, false, all);
+  build(TiedEmbeddings::none, true, pre);
+  const int64_t V = 11, D = 8;
+  CHECK(none.numel() - decoder.numel() == V * D);
+  CHECK(none.numel() - all.numel() == 2 * V * D);
+  CHECK(pre.numel() - none.numel() == 2 * 2 * D);  // encoder and decoder final norms
+
+  CHECK(none.items().front().first == "encoder.embed_tokens.weight");
+  CHECK(none.contains("decoder.embed_tokens.weight"));
+  CHECK(none.items().back().first == "decoder.output_proj.weight");
+  CHECK(none.contains("encoder.layers.1.ffn_norm.bias"));
+  CHECK(none.contains("decoder.layers.1.cross_attn.v_proj.weight"));
+  CHECK_FALSE(none.contains("encoder.final_norm.weight"));
+  CHECK(pre.contains("encoder.final_norm.weight"));
+  CHECK(pre.contains("decoder.final_norm.bias"));
+  CHECK_FALSE(decoder.contains("decoder.output_proj.weight"));
+  CHECK(all.items().front().first == "embed_tokens.weight");
+  CHECK_FALSE(all.contains("encoder.embed_tokens.weight"));
+  CHECK_FALSE(all.contains("decoder.embed_tokens.weight"));
+
+  // Tied means one tensor, not equal copies.
+  CHECK(m_none.src_embedding().weight() != m_none.tgt_embedding().weight());
+  CHECK(m_none.output_weight() != m_none.tgt_embedding().weight());
+  CHECK(m_dec.output_weight() == m_dec.tgt_embedding().weight());
+  CHECK(m_dec.src_embedding().weight() != m_dec.tgt_embedding().weight());
+  CHECK(m_all.src_embedding().weight() == m_all.tgt_embedding().weight());
+  CHECK(m_all.output_weight() == all.get("embed_tokens.weight"));
+
+  // Embeddings are Normal(0, d_model^-0.5).
+  std::vector<float> e = be->download<float>(m_all.output_weight()->value);
+  double var = 0;
+  for (float v : e) var += double(v) * v;
+  CHECK(var / double(e.size()) == Approx(1.0 / D).epsilon(0.3));
+}
+
+TEST_CASE("transformer: a separate vocabulary per side cannot tie all embeddings",
+          "[nn][transformer]") {
+  auto be = cpu();
+  tx::Rng rng(1);
+  ParameterSet params;
+  TransformerConfig cfg = tiny_config(TiedEmbeddings::all, false);
+  cfg.tgt_vocab = 13;
+  CHECK_THROWS_WITH(Transformer(ParamScope(*be, params, rng), cfg),
+                    Catch::Contains("shared vocabulary"));
+  CHECK(tx::nn::parse_tied_embeddings("decoder") == TiedEmbeddings::decoder);
+  CHECK(tx::nn::to_string(TiedEmbeddings::all) == "all");
+  CHECK_THROWS_WITH(tx::nn::parse_tied_embeddings("both"), Catch::Contains("none, decoder, all"));
+}
+
+TEST_CASE(
+    "transformer: transformer-base with a shared 32k vocabulary has the paper's ~60M parameters",
+    "[nn][transformer]") {
+  auto be = cpu();
+  tx::Rng rng(1);
+  ParameterSet params;
+  TransformerConfig cfg;  // the defaults are transformer-base, tied all
+  REQUIRE(cfg.tied == TiedEmbeddings::all);
+  Transformer model(ParamScope(*be, params, rng), cfg);
+  const int64_t V = 32000, d = 512, d_ff = 2048, N = 6;
+  const int64_t attention = 4 * (d * d + d);  // q, k, v, out projections with biases
+  const int64_t ffn = d * d_ff + d_ff + d_ff * d + d;
+  const int64_t norm = 2 * d;
+  const int64_t encoder_layer = attention + ffn + 2 * norm;
+  const int64_t decoder_layer = 2 * attention + ffn + 3 * norm;
+  const int64_t expected = V * d + N * encoder_layer + N * decoder_layer;
+  CHECK(expected == 60522496);
+  CHECK(params.numel() == expected);
+}
+
+TEST_CASE("transformer: forward is decode of encode and has the logits shape",
+          "[nn][transformer]") {
+  auto be = cpu();
+  tx::Rng rng(20);
+  ParameterSet params;
+  Transformer model(ParamScope(*be, params, rng), tiny_config(TiedEmbeddings::none, false));
+  Batch b = tiny_batch(rng, 11, {5, 3}, {4, 2}, 5, 4);
+  Graph g(*be, GraphOptions{false, false});
+  Tensor src = be->upload(b.src, {b.B, b.S}), len = be->upload(b.src_len, {b.B});
+  Tensor tgt = be->upload(b.tgt_in, {b.B, b.T});
+  Var y = model.forward(g, src, len, tgt);
+  CHECK(y->value.shape() == (tx::Shape{b.B, b.T, 11}));
+  Var memory = model.encode(g, src, len);
+  CHECK(memory->value.shape() == (tx::Shape{b.B, b.S, 8}));
+  CHECK(be->download<float>(model.decode(g, memory, len, tgt)->value) ==
+        be->download<float>(y->value));
+}
+
+TEST_CASE("transformer loss backward: finite differences for every kind of parameter",
+          "[nn][transformer][gradcheck]") {
+  auto be = cpu();
+  struct Variant {
+    const char* name;
+    TiedEmbeddings tied;
+    bool pre_norm;
+  };
+  const Variant variants[] = {{"untied, post-norm", TiedEmbeddings::none, false},
+                              {"decoder tied, post-norm", TiedEmbeddings::decoder, false},
+                              {"all tied, pre-norm", TiedEmbeddings::all, true}};
+  for (const Variant& v : variants) {
+    DYNAMIC_SECTION(v.name) {
+      tx::Rng rng(30);
+      ParameterSet params;
+      Transformer model(ParamScope(*be, params, rng), tiny_config(v.tied, v.pre_norm));
+      perturb_params(*be, params, rng);
+      Batch b = tiny_batch(rng, 11, {5, 3}, {4, 2}, 5, 4);
+      Tensor src = be->upload(b.src, {b.B, b.S}), len = be->upload(b.src_len, {b.B});
+      Tensor tgt_in = be->upload(b.tgt_in, {b.B, b.T});
+      Tensor tgt_out = be->upload(b.tgt_out, {b.B * b.T});
+      Graph g(*be, GraphOptions{true, false});
+      // The per-token losses, summed in double by the checker: the loss with less float noise
+      // in the finite differences than a float sum.
+      GradientChecker gc(
+          *be, g,
+          [&] {
+            Var logits = model.forward(g, src, len, tgt_in);
+            return tx::ops::cross_entropy(g, logits, tgt_out, 0.1f, kPad);
+          },
+          std::vector<float>(b.B * b.T, 1.0f));
+      gc.run_backward();
+      for (const auto& item : params.items()) {
+        // The loss of four layers carries ~1e-6 of float noise: ~1e-3 in a difference at
+        // the smallest step.
+        tx::test::GradReport rep = check_gradient(*be, gc, item.second, 8, /*atol=*/2e-3);
+        INFO(item.first << ": " << rep.str());
+        CHECK(rep.ok);
+      }
+    }
+  }
+}
+
+TEST_CASE("transformer loss: label_smoothed_loss sums the non-pad token losses",
+          "[nn][transformer]") {
+  auto be = cpu();
+  tx::Rng rng(31);
+  ParameterSet params;
+  Transformer model(ParamScope(*be, params, rng), tiny_config(TiedEmbeddings::all, false));
+  Batch b = tiny_batch(rng, 11, {5, 3}, {4, 2}, 5, 4);
+  Graph g(*be, GraphOptions{true, false});
+  Var logits = model.forward(g, be->upload(b.src, {b.B, b.S}), be->upload(b.src_len, {b.B}),
+                             be->upload(b.tgt_in, {b.B, b.T}));
+  Tensor nll;
+  Var loss =
+      tx::nn::label_smoothed_loss(g, logits, be->upload(b.tgt_out, {b.B, b.T}), 0.1f, kPad, &nll);
+  REQUIRE(loss->value.shape() == tx::Shape{1});
+  Var rows = tx::ops::cross_entropy(g, logits, be->upload(b.tgt_out, {b.B * b.T}), 0.1f, kPad);
+  std::vector<float> per = be->download<float>(rows->value), n = be->download<float>(nll);
+  double total = 0;
+  for (size_t i = 0; i < per.size(); ++i) {
+    total += per[i];
+    if (b.tgt_out[i] == kPad) CHECK(per[i] == 0.0f);
+    if (b.tgt_out[i] == kPad) CHECK(n[i] == 0.0f);
+    if (b.tgt_out[i] != kPad) CHECK(n[i] > 0.0f);
+  }
+  CHECK(be->download<float>(loss->value)[0] == Approx(total).epsilon(1e-5));
+  g.backward(loss);
+  CHECK(model.output_weight()->grad.defined());
+}
+
+TEST_CASE("transformer tied embeddings: the shared tensor's gradient is the sum of its three uses",
+          "[nn][transformer]") {
+  auto be = cpu();
+  tx::Rng rng(40);
+  ParameterSet tied_params, free_params;
+  Transformer tied(ParamScope(*be, tied_params, rng), tiny_config(TiedEmbeddings::all, false));
+  Transformer untied(ParamScope(*be, free_params, rng), tiny_config(TiedEmbeddings::none, false));
+  perturb_params(*be, tied_params, rng);
+  // The untied model gets the same values: the shared table in all three places.
+  const Var& shared = tied_params.get("embed_tokens.weight");
+  for (const auto& item : free_params.items()) {
+    const Var& src = tied_params.contains(item.first) ? tied_params.get(item.first) : shared;
+    be->copy(src->value, item.second->value);
+  }
+  Batch b = tiny_batch(rng, 11, {5, 4}, {4, 3}, 5, 4);
+  auto loss_grads = [&](const Transformer& m) {
+    Graph g(*be, GraphOptions{true, false});
+    Var logits = m.forward(g, be->upload(b.src, {b.B, b.S}), be->upload(b.src_len, {b.B}),
+                           be->upload(b.tgt_in, {b.B, b.T}));
+    g.backward(
+        tx::nn::label_smoothed_loss(g, logits, be->upload(b.tgt_out, {b.B, b.T}), 0.1f, kPad));
+  };
+  loss_grads(tied);
+  loss_grads(untied);
+  std::vector<float> want(11 * 8, 0.0f);
+  for (const char* name : {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight",
+                           "decoder.output_proj.weight"}) {
+    std::vector<float> part = be->download<float>(free_params.get(name)->grad);
+    double norm = 0;
+    for (size_t i = 0; i < part.size(); ++i) {
+      want[i] += part[i];
+      norm += std::abs(part[i]);
+    }
+    INFO(name);
+    CHECK(norm > 0.0);  // each use contributes
+  }
+  std::vector<float> got = be->download<float>(shared->grad);
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(1e-5));
+}
+
+TEST_CASE(
+    "transformer: logits at position t ignore later target tokens and padded source tokens "
+    "(bit-identical)",
+    "[nn][transformer]") {
+  auto be = cpu();
+  for (int pre_norm = 0; pre_norm < 2; ++pre_norm) {
+    DYNAMIC_SECTION((pre_norm ? "pre-norm" : "post-norm")) {
+      tx::Rng rng(50);
+      ParameterSet params;
+      Transformer model(ParamScope(*be, params, rng),
+                        tiny_config(TiedEmbeddings::decoder, pre_norm));
+      perturb_params(*be, params, rng);
+      Batch b = tiny_batch(rng, 11, {6, 3}, {5, 5}, 6, 5);
+      const int64_t T = b.T, V = 11;
+      std::vector<float> y0 = eval_logits(*be, model, b);
+
+      // Causality: new tokens after position t leave positions 0..t as they were.
+      for (int64_t t = 0; t + 1 < T; ++t) {
+        Batch c = b;
+        for (int64_t r = 0; r < b.B; ++r)
+          for (int64_t u = t + 1; u < T; ++u)
+            c.tgt_in[r * T + u] = 3 + (c.tgt_in[r * T + u] - 3 + 1) % 8;  // another word
+        std::vector<float> y1 = eval_logits(*be, model, c);
+        for (int64_t r = 0; r < b.B; ++r)
+          for (int64_t u = 0; u <= t; ++u)
+            for (int64_t v = 0; v < V; ++v) {
+              INFO("changed from " << t + 1 << ", row " << r << ", position " << u);
+              CHECK(y1[(r * T + u) * V + v] == y0[(r * T + u) * V + v]);
+            }
+        // ... and the changed positions do change.
+        CHECK(y1 != y0);
+      }
+
+      // Padding: other tokens in the padded source positions change nothing at all.
+      Batch c = b;
+      for (int64_t s = b.src_len[1]; s < b.S; ++s) c.src[1 * b.S + s] = 3 + int32_t(s);
+      CHECK(eval_logits(*be, model, c) == y0);
+    }
+  }
+}
+
+// ---- incremental decoding -----------------------------------------------------------------
+
+TEST_CASE("transformer decode_step: step-by-step logits equal the full forward at every position",
+          "[nn][transformer][decoding]") {
+  auto be = cpu();
+  struct Variant {
+    const char* name;
+    TiedEmbeddings tied;
+    bool pre_norm;
+    int64_t capacity;
+  };
+  const Variant variants[] = {
+      {"post-norm, cache preallocated", TiedEmbeddings::none, false, 16},
+      {"pre-norm, all tied, cache grows from 1", TiedEmbeddings::all, true, 1},
+      {"post-norm, decoder tied, cache grows from 3", TiedEmbeddings::decoder, false, 3}};
+  for (const Variant& v : variants) {
+    DYNAMIC_SECTION(v.name) {
+      tx::Rng rng(60);
+      ParameterSet params;
+      Transformer model(ParamScope(*be, params, rng), tiny_config(v.tied, v.pre_norm));
+      perturb_params(*be, params, rng);
+      Batch b = tiny_batch(rng, 11, {6, 4, 2}, {7, 7, 7}, 6, 7);
+      std::vector<float> full = eval_logits(*be, model, b);
+
+      // A training graph: decode_step itself turns gradients and dropout off.
+      Graph eval(*be, GraphOptions{false, false});
+      Var memory = model.encode(eval, be->upload(b.src, {b.B, b.S}), be->upload(b.src_len, {b.B}));
+      Graph g(*be, GraphOptions{true, true, 3});
+      DecoderState state =
+          model.start_decoding(g, memory, be->upload(b.src_len, {b.B}), v.capacity);
+      std::vector<std::vector<float>> steps;
+      decode_steps(*be, g, model, state, b.tgt_in, b.T, b.T, steps);
+      CHECK(state.length() == b.T);
+      CHECK(state.capacity() >= b.T);
+      CHECK(g.tape_size() == 0);
+      CHECK(g.grad_enabled());
+      CHECK(g.training());
+      check_steps_match(steps, 0, full, {0, 1, 2}, b.T, 11);
+
+      // Steps go in order.
+      CHECK_THROWS_WITH(
+          model.decode_step(g, state, be->upload(std::vector<int32_t>{3, 3, 3}, {3, 1}), 2),
+          Catch::Contains("in order"));
+    }
+  }
+}
+
+TEST_CASE(
+    "transformer decode_step: reorder by a permutation, a fan-out and a shrunk batch matches "
+    "decoding those rows alone",
+    "[nn][transformer][decoding]") {
+  auto be = cpu();
+  tx::Rng rng(70);
+  ParameterSet params;
+  const int64_t V = 11;
+  Transformer model(ParamScope(*be, params, rng), tiny_config(TiedEmbeddings::all, false));
+  perturb_params(*be, params, rng);
+  Batch b = tiny_batch(rng, V, {6, 4, 2}, {6, 6, 6}, 6, 6);
+  std::vector<float> full = eval_logits(*be, model, b);
+  Graph g(*be, GraphOptions{false, false});
+
+  auto start = [&](const Batch& x, int64_t capacity) {
+    Var memory = model.encode(g, be->upload(x.src, {x.B, x.S}), be->upload(x.src_len, {x.B}));
+    return model.start_decoding(g, memory, be->upload(x.src_len, {x.B}), capacity);
+  };
+  // Decoding continues with each kept row's own target tokens.
+  auto after = [&](const std::vector<int32_t>& rows) { return pick_rows(b.tgt_in, b.B, rows); };
+
+  SECTION("permutation") {
+    const std::vector<int32_t> perm = {2, 0, 1};
+    DecoderState state = start(b, 4);
+    std::vector<std::vector<float>> before, later;
+    decode_steps(*be, g, model, state, b.tgt_in, b.T, 2, before);
+    state.reorder(be->upload(perm, {3}));
+    CHECK(state.batch() == 3);
+    decode_steps(*be, g, model, state, after(perm), b.T, b.T - 2, later);  // grows past 4
+    check_steps_match(before, 0, full, {0, 1, 2}, b.T, V);
+    check_steps_match(later, 2, full, perm, b.T, V);
+  }
+  SECTION("fan-out into beams, then shrink to the rows that survive") {
+    const std::vector<int32_t> fan = {0, 0, 1, 1, 2, 2};
+    DecoderState state = start(b, 8);
+    state.reorder(be->upload(fan, {6}));  // before the first step, as beam search starts
+    std::vector<std::vector<float>> first, second;
+    decode_steps(*be, g, model, state, after(fan), b.T, 3, first);
+    check_steps_match(first, 0, full, fan, b.T, V);
+    // Beams 5 (sentence 2) and 1 (sentence 0) survive, in that order.
+    const std::vector<int32_t> keep = {5, 1};
+    state.reorder(be->upload(keep, {2}));
+    CHECK(state.batch() == 2);
+    decode_steps(*be, g, model, state, after({2, 0}), b.T, b.T - 3, second);
+    check_steps_match(second, 3, full, {2, 0}, b.T, V);
+
+    // The same two sentences decoded alone, as a batch of their own.
+    Batch alone = b;
+    alone.B = 2;
+    alone.src = pick_rows(b.src, b.B, {2, 0});
+    alone.src_len = pick_rows(b.src_len, b.B, {2, 0});
+    alone.tgt_in = after({2, 0});
+    DecoderState own = start(alone, 8);
+    std::vector<std::vector<float>> own_steps;
+    decode_steps(*be, g, model, own, alone.tgt_in, b.T, b.T, own_steps);
+    for (size_t i = 0; i < second.size(); ++i)
+      for (size_t k = 0; k < second[i].size(); ++k)
+        CHECK(second[i][k] == Approx(own_steps[3 + i][k]).margin(1e-5));
+  }
+  SECTION("bad indices are refused") {
+    DecoderState state = start(b, 4);
+    CHECK_THROWS(state.reorder(be->upload(std::vector<int32_t>{0, 3}, {2})));
+  }
+}
