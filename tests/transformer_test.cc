@@ -18,14 +18,14 @@ using tx::Graph;
 using tx::GraphOptions;
 using tx::Tensor;
 using tx::Var;
+using tx::io::ModelConfig;
+using tx::io::TiedEmbeddings;
 using tx::nn::DecoderLayer;
 using tx::nn::DecoderLayerConfig;
 using tx::nn::DecoderState;
 using tx::nn::ParameterSet;
 using tx::nn::ParamScope;
-using tx::nn::TiedEmbeddings;
 using tx::nn::Transformer;
-using tx::nn::TransformerConfig;
 using tx::test::GradientChecker;
 using tx::test::random_normal;
 
@@ -50,15 +50,15 @@ void perturb_params(tx::Backend& be, const ParameterSet& params, tx::Rng& rng) {
   }
 }
 
-TransformerConfig tiny_config(TiedEmbeddings tied, bool pre_norm) {
-  TransformerConfig c;
-  c.src_vocab = c.tgt_vocab = 11;
+ModelConfig tiny_config(TiedEmbeddings tied, bool pre_norm) {
+  ModelConfig c;
+  c.src_vocab_size = c.tgt_vocab_size = 11;
   c.d_model = 8;
   c.d_ff = 16;
   c.heads = 2;
   c.encoder_layers = c.decoder_layers = 2;
   c.dropout = 0.1f;
-  c.tied = tied;
+  c.tied_embeddings = tied;
   c.pre_norm = pre_norm;
   return c;
 }
@@ -124,7 +124,7 @@ void decode_steps(tx::Backend& be, Graph& g, const Transformer& model, DecoderSt
     std::vector<int32_t> ids(B);
     for (int64_t r = 0; r < B; ++r) ids[r] = tgt_in[r * T + t];
     Var logits = model.decode_step(g, state, be.upload(ids, {B, 1}), t);
-    REQUIRE(logits->value.shape() == (tx::Shape{B, model.config().tgt_vocab}));
+    REQUIRE(logits->value.shape() == (tx::Shape{B, model.config().tgt_vocab_size}));
     out.push_back(be.download<float>(logits->value));
   }
 }
@@ -382,13 +382,10 @@ TEST_CASE("transformer: a separate vocabulary per side cannot tie all embeddings
   auto be = cpu();
   tx::Rng rng(1);
   ParameterSet params;
-  TransformerConfig cfg = tiny_config(TiedEmbeddings::all, false);
-  cfg.tgt_vocab = 13;
+  ModelConfig cfg = tiny_config(TiedEmbeddings::all, false);
+  cfg.tgt_vocab_size = 13;
   CHECK_THROWS_WITH(Transformer(ParamScope(*be, params, rng), cfg),
                     Catch::Contains("shared vocabulary"));
-  CHECK(tx::nn::parse_tied_embeddings("decoder") == TiedEmbeddings::decoder);
-  CHECK(tx::nn::to_string(TiedEmbeddings::all) == "all");
-  CHECK_THROWS_WITH(tx::nn::parse_tied_embeddings("both"), Catch::Contains("none, decoder, all"));
 }
 
 TEST_CASE(
@@ -397,8 +394,9 @@ TEST_CASE(
   auto be = cpu();
   tx::Rng rng(1);
   ParameterSet params;
-  TransformerConfig cfg;  // the defaults are transformer-base, tied all
-  REQUIRE(cfg.tied == TiedEmbeddings::all);
+  ModelConfig cfg = ModelConfig::preset("transformer-base");  // tied all
+  cfg.src_vocab_size = cfg.tgt_vocab_size = 32000;
+  REQUIRE(cfg.tied_embeddings == TiedEmbeddings::all);
   Transformer model(ParamScope(*be, params, rng), cfg);
   const int64_t V = 32000, d = 512, d_ff = 2048, N = 6;
   const int64_t attention = 4 * (d * d + d);  // q, k, v, out projections with biases

@@ -18,37 +18,51 @@ class EvalScope {
   Graph& g_;
   bool was_;
 };
+
+// The per-layer sizes and options, the same for encoder and decoder layers.
+EncoderLayerConfig layer_config(const io::ModelConfig& c) {
+  EncoderLayerConfig l;
+  l.d_model = c.d_model;
+  l.heads = c.heads;
+  l.d_ff = c.d_ff;
+  l.dropout = c.dropout;
+  l.attention_dropout = c.attention_dropout;
+  l.relu_dropout = c.relu_dropout;
+  l.pre_norm = c.pre_norm;
+  l.norm_eps = c.norm_eps;
+  return l;
+}
 }  // namespace
 
-Transformer::Transformer(ParamScope scope, const TransformerConfig& config) : config_(config) {
+Transformer::Transformer(ParamScope scope, const io::ModelConfig& config) : config_(config) {
   config.validate();
-  const EncoderLayerConfig layer = config.layer();
+  const EncoderLayerConfig layer = layer_config(config);
   ParamScope enc = scope.child("encoder"), dec = scope.child("decoder");
 
-  if (config.tied == TiedEmbeddings::all)
-    src_embed_ = Embedding(scope.child("embed_tokens"), config.src_vocab, config.d_model);
+  if (config.tied_embeddings == io::TiedEmbeddings::all)
+    src_embed_ = Embedding(scope.child("embed_tokens"), config.src_vocab_size, config.d_model);
   else
-    src_embed_ = Embedding(enc.child("embed_tokens"), config.src_vocab, config.d_model);
+    src_embed_ = Embedding(enc.child("embed_tokens"), config.src_vocab_size, config.d_model);
   for (int i = 0; i < config.encoder_layers; ++i)
     encoder_.emplace_back(enc.child("layers").child(std::to_string(i)), layer);
   // Pre-norm layers leave their output unnormalised; post-norm layers end with a LayerNorm.
   if (config.pre_norm)
     encoder_norm_ = LayerNorm(enc.child("final_norm"), config.d_model, config.norm_eps);
 
-  if (config.tied == TiedEmbeddings::all)
+  if (config.tied_embeddings == io::TiedEmbeddings::all)
     tgt_embed_ = src_embed_;  // the same Var: both lookups add into one gradient
   else
-    tgt_embed_ = Embedding(dec.child("embed_tokens"), config.tgt_vocab, config.d_model);
+    tgt_embed_ = Embedding(dec.child("embed_tokens"), config.tgt_vocab_size, config.d_model);
   for (int i = 0; i < config.decoder_layers; ++i)
     decoder_.emplace_back(dec.child("layers").child(std::to_string(i)), layer);
   if (config.pre_norm)
     decoder_norm_ = LayerNorm(dec.child("final_norm"), config.d_model, config.norm_eps);
 
-  if (config.tied == TiedEmbeddings::none)
+  if (config.tied_embeddings == io::TiedEmbeddings::none)
     // Untied, the projection is drawn like an embedding (as fairseq does), so logits start at
     // the same scale either way.
     output_weight_ = dec.child("output_proj")
-                         .normal("weight", {config.tgt_vocab, config.d_model},
+                         .normal("weight", {config.tgt_vocab_size, config.d_model},
                                  1.0f / std::sqrt(static_cast<float>(config.d_model)));
   else
     output_weight_ = tgt_embed_.weight();
@@ -116,7 +130,7 @@ Var Transformer::decode_step(Graph& g, DecoderState& state, const Tensor& tgt_id
   for (size_t i = 0; i < decoder_.size(); ++i)
     x = decoder_[i].step(g, x, state, static_cast<int>(i));
   state.end_step();
-  return ops::reshape(g, logits(g, x), {state.batch(), config_.tgt_vocab});
+  return ops::reshape(g, logits(g, x), {state.batch(), config_.tgt_vocab_size});
 }
 
 }  // namespace tx::nn

@@ -8,12 +8,12 @@
 
 #include <vector>
 
+#include "io/model_config.h"
 #include "nn/decoder_layer.h"
 #include "nn/decoder_state.h"
 #include "nn/embedding.h"
 #include "nn/encoder_layer.h"
 #include "nn/layer_norm.h"
-#include "nn/transformer_config.h"
 
 namespace tx::nn {
 
@@ -27,7 +27,8 @@ class Transformer {
   //   decoder.embed_tokens.weight [tgt_vocab, d_model]    (tied none | decoder)
   //   decoder.layers.<i>.*, decoder.final_norm.*           (final norm only with pre_norm)
   //   decoder.output_proj.weight [tgt_vocab, d_model]     (tied none; no bias, as in the paper)
-  Transformer(ParamScope scope, const TransformerConfig& config);
+  // The model the config describes; config.validate() must pass (vocabulary sizes known).
+  Transformer(ParamScope scope, const io::ModelConfig& config);
 
   // Teacher-forced logits [B, T, tgt_vocab]. src_ids i32 [B, S] right-padded, src_lengths
   // i32 [B]; tgt_in_ids i32 [B, T]: the target shifted right (BOS first). Position t sees
@@ -49,7 +50,7 @@ class Transformer {
   // logits [B, tgt_vocab] of the next token, equal to decode()'s at that position.
   Var decode_step(Graph& g, DecoderState& state, const Tensor& tgt_ids, int64_t step) const;
 
-  const TransformerConfig& config() const { return config_; }
+  const io::ModelConfig& config() const { return config_; }
   const Embedding& src_embedding() const { return src_embed_; }
   const Embedding& tgt_embedding() const { return tgt_embed_; }
   const Var& output_weight() const { return output_weight_; }  // [tgt_vocab, d_model]
@@ -60,7 +61,7 @@ class Transformer {
   // The final norm (pre-norm only) and the pre-softmax projection.
   Var logits(Graph& g, const Var& x) const;
 
-  TransformerConfig config_;
+  io::ModelConfig config_;
   Embedding src_embed_, tgt_embed_;
   std::vector<EncoderLayer> encoder_;
   std::vector<DecoderLayer> decoder_;
