@@ -12,13 +12,9 @@ namespace {
 using tx::Graph;
 using tx::GraphOptions;
 using tx::Var;
+using tx::test::cpu_backend;
 using tx::test::GradientChecker;
 using tx::test::random_normal;
-
-std::unique_ptr<tx::Backend> cpu() {
-  tx::register_builtin_backends();
-  return tx::create_backend("cpu");
-}
 
 Var input(tx::Backend& be, const std::vector<float>& v, const tx::Shape& s, bool grad = true) {
   return tx::make_var(be.upload(v, s), grad);
@@ -37,7 +33,7 @@ void check_all(GradientChecker& gc, const std::vector<std::pair<std::string, Var
 }  // namespace
 
 TEST_CASE("graph: linear + relu + sum gives the hand-computed gradients", "[graph]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   Graph g(*be);
   const int R = 3, I = 4, O = 2;
   std::vector<float> xh = {1, -2, 3, 0.5f, -1, 2, -0.5f, 1, 0, 1, 1, -3};
@@ -73,7 +69,7 @@ TEST_CASE("graph: linear + relu + sum gives the hand-computed gradients", "[grap
 }
 
 TEST_CASE("graph: a value used twice accumulates the gradients of both uses", "[graph]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   Graph g(*be);
   std::vector<float> xh = {-1.5f, -0.5f, 0.5f, 2.0f};
   Var x = input(*be, xh, {4});
@@ -87,7 +83,7 @@ TEST_CASE("graph: a value used twice accumulates the gradients of both uses", "[
 }
 
 TEST_CASE("graph: no-grad mode records nothing and allocates no gradient buffers", "[graph]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   tx::Rng rng(3);
   Graph g(*be, GraphOptions{/*grad=*/false, /*training=*/false});
   tx::nn::ParameterSet params;
@@ -118,7 +114,7 @@ TEST_CASE("graph: no-grad mode records nothing and allocates no gradient buffers
 }
 
 TEST_CASE("graph: inputs that need no gradient get none", "[graph]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   tx::Rng rng(4);
   Graph g(*be);
   Var x = input(*be, random_normal(rng, 8), {2, 4}, /*grad=*/false);
@@ -134,7 +130,7 @@ TEST_CASE("graph: inputs that need no gradient get none", "[graph]") {
 }
 
 TEST_CASE("graph: parameter gradients accumulate over backward passes until zero_grad", "[graph]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   tx::Rng rng(5);
   tx::nn::ParameterSet params;
   Var w = params.add("layer.weight", be->upload(random_normal(rng, 6), {2, 3}));
@@ -158,7 +154,7 @@ TEST_CASE("graph: parameter gradients accumulate over backward passes until zero
 
 TEST_CASE("graph: matmul backward, every transpose combination, matches finite differences",
           "[graph]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   tx::Rng rng(6);
   Graph g(*be, GraphOptions{true, false});
   const int64_t B = 2, H = 3, M = 4, K = 5, N = 3;
@@ -181,7 +177,7 @@ TEST_CASE(
     "graph: attention ops backward (heads, masked and causal softmax) matches finite "
     "differences",
     "[graph]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   tx::Rng rng(7);
   Graph g(*be, GraphOptions{true, false});
   const int64_t B = 2, T = 4, D = 6;
@@ -210,7 +206,7 @@ TEST_CASE(
     "graph: layer_norm, embedding, positions, cross_entropy backward match finite "
     "differences",
     "[graph]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   tx::Rng rng(8);
   Graph g(*be, GraphOptions{true, false});
   const int64_t B = 2, T = 3, D = 4, V = 5;
@@ -236,7 +232,7 @@ TEST_CASE(
 
 TEST_CASE("graph: dropout is the identity when not training and replays its mask backward",
           "[graph]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   tx::Rng rng(9);
   const int64_t n = 4000;
   Var x = input(*be, random_normal(rng, n), {n});
@@ -266,7 +262,7 @@ TEST_CASE("graph: dropout is the identity when not training and replays its mask
 }
 
 TEST_CASE("graph: reshape shares the value and passes the gradient through", "[graph]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   tx::Rng rng(10);
   Graph g(*be);
   Var x = input(*be, random_normal(rng, 6), {2, 3});
@@ -278,7 +274,7 @@ TEST_CASE("graph: reshape shares the value and passes the gradient through", "[g
 }
 
 TEST_CASE("graph: arena mode gives the same values and gradients as plain allocation", "[graph]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   tx::Rng rng(11);
   std::vector<float> xh = random_normal(rng, 24), wh = random_normal(rng, 20);
   auto run = [&](bool arena, std::vector<float>& out, std::vector<float>& grad) {
@@ -301,7 +297,7 @@ TEST_CASE("graph: arena mode gives the same values and gradients as plain alloca
 }
 
 TEST_CASE("graph: a backward that throws leaves no tape to replay twice", "[graph]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   Graph g(*be);
   Var x = input(*be, {1.0f, -2.0f, 3.0f}, {3});
   Var loss = tx::ops::sum(g, tx::ops::scale(g, x, 2.0f));
@@ -316,7 +312,7 @@ TEST_CASE("graph: a backward that throws leaves no tape to replay twice", "[grap
 
 TEST_CASE("graph: matmul over an empty time axis gives empty results and zero gradients",
           "[graph]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   tx::Rng rng(5);
   Graph g(*be);
   Var q = input(*be, {}, {2, 4, 0, 8});

@@ -16,28 +16,11 @@ using tx::nn::EncoderLayer;
 using tx::nn::EncoderLayerConfig;
 using tx::nn::ParameterSet;
 using tx::nn::ParamScope;
+using tx::test::cpu_backend;
+using tx::test::ends_with;
 using tx::test::GradientChecker;
+using tx::test::perturb_params;
 using tx::test::random_normal;
-
-std::unique_ptr<tx::Backend> cpu() {
-  tx::register_builtin_backends();
-  return tx::create_backend("cpu");
-}
-
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
-// Moves biases and LayerNorm parameters off their 0/1 init so no gradient is special-cased.
-void perturb_params(tx::Backend& be, const ParameterSet& params, tx::Rng& rng) {
-  for (const auto& item : params.items()) {
-    const Var& p = item.second;
-    if (!ends_with(item.first, ".bias") && !ends_with(item.first, "norm.weight")) continue;
-    std::vector<float> h = be.download<float>(p->value);
-    for (float& v : h) v += 0.2f * rng.normal();
-    be.copy_from_host(h.data(), p->value);
-  }
-}
 
 EncoderLayerConfig small_config() {
   EncoderLayerConfig c;
@@ -118,7 +101,7 @@ HostVec host_encoder_layer(tx::Backend& be, const ParameterSet& ps, const std::s
 }  // namespace
 
 TEST_CASE("nn: encoder layer parameters are named by the module tree", "[nn]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   tx::Rng rng(1);
   ParameterSet params;
   EncoderLayer layer(ParamScope(*be, params, rng, "encoder.layers.0"), small_config());
@@ -153,7 +136,7 @@ TEST_CASE(
     "nn: initialisation is Xavier-uniform, zero biases, LayerNorm ones and zeros, and "
     "reproducible from the seed",
     "[nn]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   auto build = [&](uint64_t seed, ParameterSet& params) {
     tx::Rng rng(seed);
     EncoderLayerConfig c;  // transformer-base sizes: the bound is easy to check statistically
@@ -189,7 +172,7 @@ TEST_CASE(
 
 TEST_CASE("nn: encoder layer forward matches a plain host implementation of the paper",
           "[nn][encoder]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   tx::Rng rng(2);
   ParameterSet params;
   EncoderLayerConfig cfg = small_config();
@@ -209,7 +192,7 @@ TEST_CASE("nn: encoder layer forward matches a plain host implementation of the 
 
 TEST_CASE("encoder layer backward: finite differences w.r.t. input and every parameter",
           "[nn][encoder][gradcheck]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   for (int pre_norm = 0; pre_norm < 2; ++pre_norm) {
     DYNAMIC_SECTION((pre_norm ? "pre-norm" : "post-norm (the paper)")) {
       tx::Rng rng(3);
@@ -239,7 +222,7 @@ TEST_CASE("encoder layer backward: finite differences w.r.t. input and every par
 
 TEST_CASE("encoder layer backward: padded positions get gradient only through their own row",
           "[nn][encoder]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   tx::Rng rng(4);
   ParameterSet params;
   EncoderLayerConfig cfg = small_config();
@@ -291,7 +274,7 @@ TEST_CASE(
     "encoder layer: dropout changes the output in training, and no-grad equals grad mode "
     "without dropout",
     "[nn][encoder]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   tx::Rng rng(5);
   ParameterSet params;
   EncoderLayer layer(ParamScope(*be, params, rng, "enc"), small_config());
@@ -322,7 +305,7 @@ TEST_CASE(
     "encoder layer backward with dropout on matches finite differences (the mask is "
     "replayed)",
     "[nn][encoder][gradcheck]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   tx::Rng rng(6);
   ParameterSet params;
   EncoderLayerConfig cfg = small_config();
@@ -356,7 +339,7 @@ TEST_CASE(
     "multi-head attention backward: cross-attention and causal self-attention match "
     "finite differences",
     "[nn][attention][gradcheck]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   tx::Rng rng(7);
   ParameterSet params;
   tx::nn::MultiHeadAttention attn(ParamScope(*be, params, rng, "attn"), 8, 4);

@@ -26,29 +26,12 @@ using tx::nn::DecoderState;
 using tx::nn::ParameterSet;
 using tx::nn::ParamScope;
 using tx::nn::Transformer;
+using tx::test::cpu_backend;
 using tx::test::GradientChecker;
+using tx::test::perturb_params;
 using tx::test::random_normal;
 
 constexpr int32_t kPad = 0, kBos = 1, kEos = 2;
-
-std::unique_ptr<tx::Backend> cpu() {
-  tx::register_builtin_backends();
-  return tx::create_backend("cpu");
-}
-
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
-// Moves biases and LayerNorm parameters off their 0/1 init so no gradient is special-cased.
-void perturb_params(tx::Backend& be, const ParameterSet& params, tx::Rng& rng) {
-  for (const auto& item : params.items()) {
-    if (!ends_with(item.first, ".bias") && !ends_with(item.first, "norm.weight")) continue;
-    std::vector<float> h = be.download<float>(item.second->value);
-    for (float& v : h) v += 0.2f * rng.normal();
-    be.copy_from_host(h.data(), item.second->value);
-  }
-}
 
 ModelConfig tiny_config(TiedEmbeddings tied, bool pre_norm) {
   ModelConfig c;
@@ -147,80 +130,6 @@ void check_steps_match(const std::vector<std::vector<float>>& steps, int64_t fro
   }
 }
 
-// Tape gradients of v (after gc.run_backward()) against finite differences of gc's loss, on
-// every element or a sample of max_checks. Through whole layers one perturbation moves many
-// ReLU inputs, and a kink inside the step bends a central difference (by 10% and more here,
-// measured), or the operating point sits just beside a kink, where only the one-sided
-// difference away from it is the derivative; float noise grows as the step shrinks. So an
-// element that disagrees with the tape by more than 0.5% of the tensor's largest gradient is
-// measured again at steps eps/4 and eps/16, centrally and one-sidedly, and the estimate
-// closest to the tape stands: a wrong gradient disagrees with every estimate at every step, a
-// kink bends only those whose interval holds it. Pass criteria are GradientChecker::compare's.
-tx::test::GradReport check_gradient(tx::Backend& be, GradientChecker& gc, const Var& v,
-                                    int64_t max_checks, double atol = 1e-3, double eps = 1e-2) {
-  const Tensor& t = v->value;
-  std::vector<float> tape =
-      v->grad.defined() ? be.download<float>(v->grad) : std::vector<float>(t.numel(), 0.0f);
-  std::vector<int64_t> idx(t.numel());
-  std::iota(idx.begin(), idx.end(), 0);
-  if (t.numel() > max_checks) {
-    tx::Rng pick(777 + t.numel());
-    for (int64_t i = 0; i < max_checks; ++i)
-      std::swap(idx[i], idx[i + int64_t(pick.uniform() * (t.numel() - i))]);
-    idx.resize(max_checks);
-  }
-  std::vector<float> host = be.download<float>(t);
-  const double at = gc.loss();
-  // The central, forward and backward differences at step h, divided by the steps actually
-  // applied after rounding to float.
-  auto estimates = [&](int64_t i, double h) {
-    const float orig = host[i], hi = orig + float(h), lo = orig - float(h);
-    host[i] = hi;
-    be.copy_from_host(host.data(), t);
-    const double up = gc.loss();
-    host[i] = lo;
-    be.copy_from_host(host.data(), t);
-    const double down = gc.loss();
-    host[i] = orig;
-    be.copy_from_host(host.data(), t);
-    return std::vector<double>{(up - down) / (double(hi) - double(lo)),
-                               (up - at) / (double(hi) - double(orig)),
-                               (at - down) / (double(orig) - double(lo))};
-  };
-  std::vector<double> fd(idx.size());
-  tx::test::GradReport rep;
-  rep.checked = int64_t(idx.size());
-  for (size_t k = 0; k < idx.size(); ++k) {
-    fd[k] = estimates(idx[k], eps)[0];
-    rep.max_fd = std::max(rep.max_fd, std::abs(fd[k]));
-  }
-  for (size_t k = 0; k < idx.size(); ++k) {
-    const double a = tape[idx[k]];
-    if (std::abs(a - fd[k]) <= 5e-3 * rep.max_fd + 1e-4) continue;
-    ++rep.remeasured;
-    for (double h : {eps / 4, eps / 16})
-      for (double f : estimates(idx[k], h))
-        if (std::abs(a - f) < std::abs(a - fd[k])) fd[k] = f;
-  }
-  const double tol = 2e-2 * rep.max_fd + atol;
-  double err2 = 0, fd2 = 0, worst = -1;
-  for (size_t k = 0; k < idx.size(); ++k) {
-    const double a = tape[idx[k]], e = std::abs(a - fd[k]);
-    err2 += e * e;
-    fd2 += fd[k] * fd[k];
-    rep.max_err = std::max(rep.max_err, e);
-    if (e > tol) rep.ok = false;
-    if (e - tol > worst) {
-      worst = e - tol;
-      rep.detail = "element " + std::to_string(idx[k]) + ": tape " + std::to_string(a) +
-                   " vs finite difference " + std::to_string(fd[k]);
-    }
-  }
-  rep.rel_l2 = fd2 > 0 ? std::sqrt(err2 / fd2) : 0.0;
-  if (rep.max_fd > 10 * atol && rep.rel_l2 >= 1e-2) rep.ok = false;
-  return rep;
-}
-
 DecoderLayerConfig small_layer_config() {
   DecoderLayerConfig c;
   c.d_model = 8;
@@ -235,7 +144,7 @@ DecoderLayerConfig small_layer_config() {
 // ---- the decoder layer --------------------------------------------------------------------
 
 TEST_CASE("decoder layer: parameters are named by the module tree", "[nn][decoder]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   tx::Rng rng(1);
   ParameterSet params;
   DecoderLayer layer(ParamScope(*be, params, rng, "decoder.layers.0"), small_layer_config());
@@ -259,7 +168,7 @@ TEST_CASE(
     "decoder layer backward: finite differences w.r.t. input, memory and every parameter, "
     "with source padding",
     "[nn][decoder][gradcheck]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   for (int variant = 0; variant < 3; ++variant) {
     const char* names[] = {"post-norm (the paper)", "pre-norm", "post-norm with dropout on"};
     DYNAMIC_SECTION(names[variant]) {
@@ -291,7 +200,7 @@ TEST_CASE(
       std::vector<std::pair<std::string, Var>> vars = {{"input", x}, {"memory", mem}};
       for (const auto& item : params.items()) vars.push_back(item);
       for (const auto& nv : vars) {
-        tx::test::GradReport rep = check_gradient(*be, gc, nv.second, 64);
+        tx::test::GradReport rep = gc.compare(nv.second, 1e-2, 64);
         INFO(nv.first << ": " << rep.str());
         CHECK(rep.ok);
       }
@@ -304,7 +213,7 @@ TEST_CASE(
 }
 
 TEST_CASE("decoder layer: position t does not see later target positions", "[nn][decoder]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   tx::Rng rng(12);
   ParameterSet params;
   DecoderLayer layer(ParamScope(*be, params, rng, "dec"), small_layer_config());
@@ -334,7 +243,7 @@ TEST_CASE("decoder layer: position t does not see later target positions", "[nn]
 
 TEST_CASE("transformer: parameter names and counts for each tied-embeddings mode",
           "[nn][transformer]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   auto build = [&](TiedEmbeddings tied, bool pre_norm, ParameterSet& params) {
     tx::Rng rng(1);
     return Transformer(ParamScope(*be, params, rng), tiny_config(tied, pre_norm));
@@ -379,7 +288,7 @@ TEST_CASE("transformer: parameter names and counts for each tied-embeddings mode
 
 TEST_CASE("transformer: a separate vocabulary per side cannot tie all embeddings",
           "[nn][transformer]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   tx::Rng rng(1);
   ParameterSet params;
   ModelConfig cfg = tiny_config(TiedEmbeddings::all, false);
@@ -391,7 +300,7 @@ TEST_CASE("transformer: a separate vocabulary per side cannot tie all embeddings
 TEST_CASE(
     "transformer: transformer-base with a shared 32k vocabulary has the paper's ~60M parameters",
     "[nn][transformer]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   tx::Rng rng(1);
   ParameterSet params;
   ModelConfig cfg = ModelConfig::preset("transformer-base");  // tied all
@@ -411,7 +320,7 @@ TEST_CASE(
 
 TEST_CASE("transformer: forward is decode of encode and has the logits shape",
           "[nn][transformer]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   tx::Rng rng(20);
   ParameterSet params;
   Transformer model(ParamScope(*be, params, rng), tiny_config(TiedEmbeddings::none, false));
@@ -429,7 +338,7 @@ TEST_CASE("transformer: forward is decode of encode and has the logits shape",
 
 TEST_CASE("transformer loss backward: finite differences for every kind of parameter",
           "[nn][transformer][gradcheck]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   struct Variant {
     const char* name;
     TiedEmbeddings tied;
@@ -462,7 +371,7 @@ TEST_CASE("transformer loss backward: finite differences for every kind of param
       for (const auto& item : params.items()) {
         // The loss of four layers carries ~1e-6 of float noise: ~1e-3 in a difference at
         // the smallest step.
-        tx::test::GradReport rep = check_gradient(*be, gc, item.second, 8, /*atol=*/2e-3);
+        tx::test::GradReport rep = gc.compare(item.second, 1e-2, 8, 2e-2, /*atol=*/2e-3);
         INFO(item.first << ": " << rep.str());
         CHECK(rep.ok);
       }
@@ -472,7 +381,7 @@ TEST_CASE("transformer loss backward: finite differences for every kind of param
 
 TEST_CASE("transformer loss: label_smoothed_loss sums the non-pad token losses",
           "[nn][transformer]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   tx::Rng rng(31);
   ParameterSet params;
   Transformer model(ParamScope(*be, params, rng), tiny_config(TiedEmbeddings::all, false));
@@ -500,7 +409,7 @@ TEST_CASE("transformer loss: label_smoothed_loss sums the non-pad token losses",
 
 TEST_CASE("transformer tied embeddings: the shared tensor's gradient is the sum of its three uses",
           "[nn][transformer]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   tx::Rng rng(40);
   ParameterSet tied_params, free_params;
   Transformer tied(ParamScope(*be, tied_params, rng), tiny_config(TiedEmbeddings::all, false));
@@ -542,7 +451,7 @@ TEST_CASE(
     "transformer: logits at position t ignore later target tokens and padded source tokens "
     "(bit-identical)",
     "[nn][transformer]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   for (int pre_norm = 0; pre_norm < 2; ++pre_norm) {
     DYNAMIC_SECTION((pre_norm ? "pre-norm" : "post-norm")) {
       tx::Rng rng(50);
@@ -583,7 +492,7 @@ TEST_CASE(
 
 TEST_CASE("transformer decode_step: step-by-step logits equal the full forward at every position",
           "[nn][transformer][decoding]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   struct Variant {
     const char* name;
     TiedEmbeddings tied;
@@ -630,7 +539,7 @@ TEST_CASE(
     "transformer decode_step: reorder by a permutation, a fan-out and a shrunk batch matches "
     "decoding those rows alone",
     "[nn][transformer][decoding]") {
-  auto be = cpu();
+  auto be = cpu_backend();
   tx::Rng rng(70);
   ParameterSet params;
   const int64_t V = 11;
