@@ -1,0 +1,53 @@
+#include "train/training_state.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace tx::train {
+
+nlohmann::json TrainingState::to_json() const {
+  return {{"update", update},
+          {"epoch", epoch},
+          {"data_position", data_position},
+          {"rng_seed", rng_seed},
+          {"rng_counter", rng_counter},
+          {"early_stopping", early_stopping.to_json()}};
+}
+
+TrainingState TrainingState::from_json(const nlohmann::json& j, const std::string& where) {
+  TX_CHECK(j.is_object(), where, ": the training state must be a JSON object, got ", j.dump());
+  auto field = [&](const char* key) -> const nlohmann::json& {
+    TX_CHECK(j.contains(key), where, ": the training state has no '", key,
+             "'; the checkpoint is damaged or from another program");
+    return j.at(key);
+  };
+  TrainingState s;
+  const char* key = "";
+  try {
+    s.update = field(key = "update").get<int64_t>();
+    s.epoch = field(key = "epoch").get<int64_t>();
+    s.data_position = field(key = "data_position").get<std::vector<int64_t>>();
+    // get<uint64_t> would wrap a negative number silently.
+    TX_CHECK(
+        field(key = "rng_seed").is_number_unsigned() && field("rng_counter").is_number_unsigned(),
+        where, ": the training state's rng_seed and rng_counter must be unsigned integers");
+    s.rng_seed = field("rng_seed").get<uint64_t>();
+    s.rng_counter = field(key = "rng_counter").get<uint64_t>();
+  } catch (const nlohmann::json::exception&) {
+    throw Error(str(where, ": the training state's '", key, "' = ", j.at(key).dump(),
+                    " has the wrong type; the checkpoint is damaged"));
+  }
+  s.early_stopping = EarlyStopping::State::from_json(field("early_stopping"), where);
+  return s;
+}
+
+bool TrainingState::operator==(const TrainingState& o) const {
+  const EarlyStopping::State &a = early_stopping, &b = o.early_stopping;
+  return update == o.update && epoch == o.epoch && data_position == o.data_position &&
+         rng_seed == o.rng_seed && rng_counter == o.rng_counter && a.metric == b.metric &&
+         a.has_best == b.has_best && a.best == b.best && a.stalled == b.stalled &&
+         a.validations == b.validations;
+}
+
+}  // namespace tx::train

@@ -1,0 +1,35 @@
+// TrainingState: the trainer's position that a checkpoint keeps beside the model and Adam.
+//
+// With the parameters, Adam's moments and step, and this, a resumed run makes the same updates
+// as one that never stopped: the same batches (data position), the same dropout masks (RNG
+// seed and counter), the same early-stopping decision.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "train/early_stopping.h"
+
+namespace tx::train {
+
+struct TrainingState {
+  int64_t update = 0;  // updates done
+  int64_t epoch = 0;
+  // Where the data loader stands (e.g. epoch seed, batch index, shard offsets); opaque here,
+  // handed back to the loader unchanged.
+  std::vector<int64_t> data_position;
+  // The dropout stream (core/rng.h): a Graph built with rng_seed, its counter set to
+  // rng_counter, draws the masks the uninterrupted run would have drawn.
+  uint64_t rng_seed = 1;
+  uint64_t rng_counter = 0;
+  EarlyStopping::State early_stopping;
+
+  nlohmann::json to_json() const;
+  // Throws tx::Error naming `where` and the key for a missing or mistyped field.
+  static TrainingState from_json(const nlohmann::json& j, const std::string& where);
+  bool operator==(const TrainingState& o) const;
+};
+
+}  // namespace tx::train
