@@ -1,0 +1,34 @@
+// read_lines: whole-file read, then split, so a 3000-line test set costs one system call.
+#include "metrics/read_lines.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "core/error.h"
+#include "metrics/unicode.h"
+#include "metrics/utf8.h"
+
+namespace tx::metrics {
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  TX_CHECK(in, "cannot open '", path, "': ", std::strerror(errno), "; check the path");
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  TX_CHECK(!in.bad(), "cannot read '", path, "'; check the file and its permissions");
+
+  std::vector<std::string> lines;
+  std::size_t begin = 0;
+  while (begin < bytes.size()) {
+    std::size_t end = bytes.find('\n', begin);
+    if (end == std::string::npos) end = bytes.size();
+    const std::string_view line(bytes.data() + begin, end - begin);
+    check_utf8_line(line, "'" + path + "'", lines.size() + 1);
+    lines.emplace_back(rstrip(line));
+    begin = end + 1;
+  }
+  return lines;
+}
+
+}  // namespace tx::metrics

@@ -1,0 +1,29 @@
+// UTF-8 decoding and encoding, as strict as Python's decoder (which sacreBLEU reads files with).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace tx::metrics {
+
+// Byte offset of the first byte that does not start a valid UTF-8 sequence, or npos when all of
+// `bytes` is valid. Overlong forms, surrogates (U+D800..U+DFFF) and code points above U+10FFFF
+// are invalid, as in Python.
+std::size_t find_invalid_utf8(std::string_view bytes);
+
+// Throws tx::Error naming `source` (e.g. "hypotheses" or a file name), the 1-based line number,
+// the byte offset and the fix, when `line` is not valid UTF-8.
+void check_utf8_line(std::string_view line, const std::string& source, std::size_t line_number);
+
+// Decodes valid UTF-8 (see find_invalid_utf8) into code points; throws tx::Error otherwise.
+std::u32string decode_utf8(std::string_view bytes);
+
+// Appends the UTF-8 encoding of code point `c` to `out`.
+void append_utf8(std::string& out, char32_t c);
+
+// Decodes the code point starting at `bytes[i]` and advances `i` past it. An invalid byte is
+// returned as itself (a code point below 0x100) and skipped alone, so scanning never stops.
+char32_t next_code_point(std::string_view bytes, std::size_t& i);
+
+}  // namespace tx::metrics
