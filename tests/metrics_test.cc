@@ -17,7 +17,7 @@
 #include "metrics/read_lines.h"
 #include "metrics/tokenize_13a.h"
 #include "metrics/unicode.h"
-#include "metrics/utf8.h"
+#include "core/utf8.h"
 
 using Catch::Contains;
 using tx::metrics::BleuOptions;
@@ -114,7 +114,7 @@ TEST_CASE("metrics unicode: lowercase follows Python's str.lower", "[metrics]") 
 }
 
 TEST_CASE("metrics utf8: invalid sequences are found where Python's decoder fails", "[metrics]") {
-  using tx::metrics::find_invalid_utf8;
+  using tx::find_invalid_utf8;
   const auto npos = std::string::npos;
   CHECK(find_invalid_utf8("plain \xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80") == npos);
   CHECK(find_invalid_utf8("ab\xC3") == 2);            // truncated
@@ -122,7 +122,7 @@ TEST_CASE("metrics utf8: invalid sequences are found where Python's decoder fail
   CHECK(find_invalid_utf8("a\xED\xA0\x80") == 1);     // a surrogate
   CHECK(find_invalid_utf8("\xF4\x90\x80\x80") == 0);  // above U+10FFFF
   CHECK(find_invalid_utf8("x\x80") == 1);             // a lone continuation byte
-  CHECK(tx::metrics::decode_utf8("\xC3\xBC"
+  CHECK(tx::decode_utf8("\xC3\xBC"
                                  "b") == std::u32string{0xFC, 'b'});
 }
 

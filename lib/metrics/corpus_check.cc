@@ -2,7 +2,7 @@
 #include "metrics/corpus_check.h"
 
 #include "core/error.h"
-#include "metrics/utf8.h"
+#include "core/utf8.h"
 
 namespace tx::metrics {
 

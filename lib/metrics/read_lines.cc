@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "metrics/unicode.h"
-#include "metrics/utf8.h"
+#include "core/utf8.h"
 
 namespace tx::metrics {
 

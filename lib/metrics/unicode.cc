@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "metrics/unicode_tables.h"
-#include "metrics/utf8.h"
+#include "core/utf8.h"
 
 namespace tx::metrics {
 namespace {

@@ -1,16 +1,21 @@
-// UTF-8 decoding and encoding, as strict as Python's decoder (which sacreBLEU reads files with).
+// UTF-8 checking, decoding and encoding, as strict as Python's decoder (which sacreBLEU reads
+// files with).
 #pragma once
 
 #include <cstddef>
 #include <string>
 #include <string_view>
 
-namespace tx::metrics {
+namespace tx {
 
 // Byte offset of the first byte that does not start a valid UTF-8 sequence, or npos when all of
 // `bytes` is valid. Overlong forms, surrogates (U+D800..U+DFFF) and code points above U+10FFFF
 // are invalid, as in Python.
 std::size_t find_invalid_utf8(std::string_view bytes);
+
+// A one-line description of the first problem (empty when valid), e.g.
+// "invalid UTF-8 at byte 17 (0xff)": for error messages that add the file and line.
+std::string describe_invalid_utf8(std::string_view bytes);
 
 // Throws tx::Error naming `source` (e.g. "hypotheses" or a file name), the 1-based line number,
 // the byte offset and the fix, when `line` is not valid UTF-8.
@@ -26,4 +31,4 @@ void append_utf8(std::string& out, char32_t c);
 // returned as itself (a code point below 0x100) and skipped alone, so scanning never stops.
 char32_t next_code_point(std::string_view bytes, std::size_t& i);
 
-}  // namespace tx::metrics
+}  // namespace tx

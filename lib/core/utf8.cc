@@ -1,9 +1,10 @@
-// UTF-8 decoding and encoding.
-#include "metrics/utf8.h"
+#include "core/utf8.h"
+
+#include <cstdio>
 
 #include "core/error.h"
 
-namespace tx::metrics {
+namespace tx {
 namespace {
 
 bool is_continuation(unsigned char b) {
@@ -64,6 +65,15 @@ std::size_t find_invalid_utf8(std::string_view bytes) {
   return std::string_view::npos;
 }
 
+std::string describe_invalid_utf8(std::string_view bytes) {
+  const std::size_t at = find_invalid_utf8(bytes);
+  if (at == std::string_view::npos) return {};
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "0x%02x",
+                static_cast<unsigned>(static_cast<unsigned char>(bytes[at])));
+  return str("invalid UTF-8 at byte ", at + 1, " (", hex, ")");
+}
+
 void check_utf8_line(std::string_view line, const std::string& source, std::size_t line_number) {
   const std::size_t bad = find_invalid_utf8(line);
   if (bad == std::string_view::npos) return;
@@ -116,4 +126,4 @@ char32_t next_code_point(std::string_view bytes, std::size_t& i) {
   return c;
 }
 
-}  // namespace tx::metrics
+}  // namespace tx

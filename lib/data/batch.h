@@ -1,0 +1,59 @@
+// Batch and SourceBatch: sentences as right-padded id matrices in host memory, ready to upload.
+//
+// Layout (pad = 0, bos = 2, eos = 3; x a source sentence, y its target):
+//   src     [B, S]  x + [eos], then pad     src_lengths [B] = len(x) + 1
+//   tgt_in  [B, T]  [bos] + y, then pad     tgt_lengths [B] = len(y) + 1
+//   tgt_out [B, T]  y + [eos], then pad     (the loss skips pad)
+// The source ends in eos as in fairseq and Marian: the encoder sees where a sentence ends, and
+// an empty line is still one token. Training and translation build source rows the same way.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "data/corpus.h"
+
+namespace tx::data {
+
+struct Batch {
+  int64_t size = 0;     // B: sentence pairs
+  int64_t src_len = 0;  // S: the longest source row
+  int64_t tgt_len = 0;  // T: the longest target row
+  std::vector<int32_t> src, src_lengths;
+  std::vector<int32_t> tgt_in, tgt_out, tgt_lengths;
+  std::vector<int64_t> indices;  // [B]: each row's pair index in the corpus
+
+  int64_t src_tokens() const;  // non-pad source tokens
+  int64_t tgt_tokens() const;  // non-pad target tokens: what the loss sums over
+  // What --max-tokens limits: both sides are counted at the longer one's width.
+  int64_t padded_tokens() const { return size * std::max(src_len, tgt_len); }
+};
+
+// The source side only, for translation.
+struct SourceBatch {
+  int64_t size = 0;
+  int64_t src_len = 0;
+  std::vector<int32_t> src, src_lengths;
+  std::vector<int64_t> indices;  // [B]: each row's 0-based line number in the input
+};
+
+// Row widths of a pair, as a batch counts them.
+inline int64_t source_row_length(int64_t tokens) {
+  return tokens + 1;
+}  // + eos
+inline int64_t target_row_length(int64_t tokens) {
+  return tokens + 1;
+}  // + bos or eos
+
+// The batch of corpus pairs `indices[0..count)`, rows in that order.
+Batch make_batch(const ParallelCorpus& corpus, const int64_t* indices, int64_t count);
+// The same into `batch`, reusing its buffers: a training loop allocates only while batches
+// still grow.
+void fill_batch(const ParallelCorpus& corpus, const int64_t* indices, int64_t count, Batch& batch);
+
+// The source batch of `rows` (ids without eos), tagged with their input line numbers.
+SourceBatch make_source_batch(const std::vector<const std::vector<int32_t>*>& rows,
+                              const std::vector<int64_t>& indices);
+
+}  // namespace tx::data

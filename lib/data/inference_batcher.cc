@@ -1,0 +1,75 @@
+#include "data/inference_batcher.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace tx::data {
+namespace {
+
+void check(const InferenceBatcherOptions& options) {
+  TX_CHECK(options.max_tokens > 0, "--max-tokens must be > 0 (e.g. 4096)");
+  TX_CHECK(options.max_sentences >= 0, "--max-sentences must be >= 0 (0: no cap)");
+  TX_CHECK(options.window > 0, "the translation window must be >= 1 line");
+}
+
+}  // namespace
+
+std::vector<SourceBatch> make_source_batches(const std::vector<std::vector<int32_t>>& lines,
+                                             int64_t first_index,
+                                             const InferenceBatcherOptions& options) {
+  check(options);
+  const int64_t n = static_cast<int64_t>(lines.size());
+  auto width = [&](int64_t i) { return source_row_length(static_cast<int64_t>(lines[i].size())); };
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  // Longest first: the largest batch, and so the memory peak, shows at once, not at the end of
+  // a long input.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return lines[a].size() > lines[b].size(); });
+  std::vector<SourceBatch> batches;
+  std::vector<const std::vector<int32_t>*> rows;
+  std::vector<int64_t> indices;
+  auto emit = [&] {
+    batches.push_back(make_source_batch(rows, indices));
+    rows.clear();
+    indices.clear();
+  };
+  int64_t batch_width = 0;
+  for (int64_t i : order) {
+    // Sorted longest first, so the first row of a batch sets its width.
+    int64_t count = static_cast<int64_t>(rows.size());
+    bool full = (count + 1) * std::max(batch_width, width(i)) > options.max_tokens ||
+                (options.max_sentences > 0 && count == options.max_sentences);
+    if (count > 0 && full) emit();
+    if (rows.empty()) batch_width = width(i);
+    rows.push_back(&lines[i]);
+    indices.push_back(first_index + i);
+  }
+  if (!rows.empty()) emit();
+  return batches;
+}
+
+InferenceBatcher::InferenceBatcher(std::istream& in, std::string name, const Vocab& vocab,
+                                   const InferenceBatcherOptions& options)
+    : reader_(in, std::move(name)), vocab_(vocab), options_(options) {
+  check(options);
+}
+
+bool InferenceBatcher::next(SourceBatch& batch) {
+  if (next_ == window_.size()) {
+    int64_t first = reader_.line_number();
+    std::vector<std::vector<int32_t>> lines;
+    std::string line;
+    while (static_cast<int64_t>(lines.size()) < options_.window && reader_.next(line)) {
+      lines.push_back(vocab_.encode(line));  // LineReader has checked the UTF-8
+    }
+    if (lines.empty()) return false;
+    window_ = make_source_batches(lines, first, options_);
+    next_ = 0;
+  }
+  batch = std::move(window_[next_++]);
+  return true;
+}
+
+}  // namespace tx::data

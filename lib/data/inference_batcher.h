@@ -1,0 +1,56 @@
+// InferenceBatcher: reads lines to translate, groups them by length into batches.
+//
+// It reads a window of lines, encodes them, sorts them by length (so a batch holds similar
+// lengths and little padding) and hands out batches whose rows carry their input line
+// numbers; OrderedOutput (data/ordered_output.h) then writes the results back in input order.
+#pragma once
+
+#include <cstdint>
+#include <istream>
+#include <string>
+#include <vector>
+
+#include "data/batch.h"
+#include "data/line_reader.h"
+#include "data/vocab.h"
+
+namespace tx::data {
+
+struct InferenceBatcherOptions {
+  // Padded source tokens per batch: rows * S <= this. A line wider than this alone gets a
+  // batch of its own: translation never refuses a line.
+  int64_t max_tokens = 4096;
+  int64_t max_sentences = 0;  // rows per batch at most (0: no cap)
+  // Lines read and sorted together. Output for a line appears once its window is translated,
+  // so interactive use (one line in, one line out) wants 1.
+  int64_t window = 1000;
+};
+
+// The batches of encoded `lines` (ids without eos), longest first, row r of the whole tagged
+// `first_index` + its position in `lines`. For text already in memory (a validation set).
+std::vector<SourceBatch> make_source_batches(const std::vector<std::vector<int32_t>>& lines,
+                                             int64_t first_index,
+                                             const InferenceBatcherOptions& options);
+
+class InferenceBatcher {
+ public:
+  // Reads `in` (stdin, a file) that the caller keeps open; `name` is what errors call it.
+  InferenceBatcher(std::istream& in, std::string name, const Vocab& vocab,
+                   const InferenceBatcherOptions& options);
+
+  // The next batch; false at the end of the input. Throws tx::Error naming the input and line
+  // for invalid UTF-8.
+  bool next(SourceBatch& batch);
+
+  // Lines read so far; at the end, the number of output lines due.
+  int64_t lines_read() const { return reader_.line_number(); }
+
+ private:
+  LineReader reader_;
+  const Vocab& vocab_;
+  InferenceBatcherOptions options_;
+  std::vector<SourceBatch> window_;  // the current window's batches
+  size_t next_ = 0;
+};
+
+}  // namespace tx::data

@@ -1,0 +1,41 @@
+// LineReader: reads a text file (or stream) line by line, counting lines and checking UTF-8.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <istream>
+#include <string>
+
+namespace tx::data {
+
+class LineReader {
+ public:
+  // Opens `path`; throws tx::Error naming it when it is missing or unreadable.
+  explicit LineReader(const std::string& path);
+  // Reads from a stream the caller owns (stdin); `name` is what messages call it.
+  LineReader(std::istream& in, std::string name);
+  LineReader(const LineReader&) = delete;
+  LineReader& operator=(const LineReader&) = delete;
+
+  // Reads the next line into `line` without its "\n" (and without a "\r" before it, so files
+  // written on Windows read the same). Returns false at the end of the input. Throws tx::Error
+  // "'<name>' line <n>: invalid UTF-8 at byte <b> (0x..); ..." for a malformed line, and on a
+  // read error.
+  bool next(std::string& line);
+
+  // Reads to the end without checking, and returns how many lines were left: for the message
+  // of a line-count mismatch.
+  int64_t count_rest();
+
+  // 1-based number of the line last returned (0 before the first).
+  int64_t line_number() const { return line_number_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::ifstream file_;
+  std::istream* in_;
+  std::string name_;
+  int64_t line_number_ = 0;
+};
+
+}  // namespace tx::data

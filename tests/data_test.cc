@@ -1,0 +1,764 @@
+// data: SentencePiece vocabulary training and round trips, UTF-8 checks, parallel corpus
+// reading and filtering, training batches (coverage, token limit, layout, determinism, resume)
+// and the translation batcher with output in input order.
+#include <sentencepiece_trainer.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "data/batch.h"
+#include "data/batcher.h"
+#include "data/corpus.h"
+#include "data/inference_batcher.h"
+#include "data/line_reader.h"
+#include "data/ordered_output.h"
+#include "core/utf8.h"
+#include "data/vocab.h"
+#include "data/vocab_train.h"
+
+using Catch::Contains;
+using tx::data::Batch;
+using tx::data::Batcher;
+using tx::data::BatcherOptions;
+using tx::data::BatchPosition;
+using tx::data::ParallelCorpus;
+using tx::data::Vocab;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory under the system temp dir, removed with everything in it at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "tx_data_test_XXXXXX").string();
+    char* made = ::mkdtemp(&pattern[0]);
+    REQUIRE(made != nullptr);
+    path_ = made;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  // Every entry, hidden ones included: a leftover temporary shows here.
+  std::vector<std::string> entries() const {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(path_)) out.push_back(e.path().filename());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+ private:
+  fs::path path_;
+};
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  REQUIRE(out.good());
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::string join_lines(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+
+// A small deterministic stand-in for a parallel corpus: sentences of 2..11 words drawn from two
+// word lists with umlauts, accents and Chinese, single spaces only (so SentencePiece's default
+// normaliser leaves them as they are).
+struct Synthetic {
+  std::vector<std::string> src, tgt;
+};
+
+Synthetic synthetic_corpus(int lines, uint64_t seed = 7) {
+  static const char* de[] = {"der",   "die",     "das",    "Mann",  "Frau",  "Männer", "Straße",
+                             "grün",  "schön",   "läuft",  "über",  "Café",  "中文",   "Hund",
+                             "Katze", "spielt",  "im",     "Park",  "ein",   "rotes",  "Auto",
+                             "fährt", "schnell", "Kinder", "essen", "Äpfel", "und",    "Brot."};
+  static const char* en[] = {"the",      "a",    "man",    "woman", "men",    "street", "green",
+                             "nice",     "runs", "over",   "café",  "中文",   "dog",    "cat",
+                             "plays",    "in",   "park",   "red",   "car",    "drives", "fast",
+                             "children", "eat",  "apples", "and",   "bread.", "résumé", "naïve"};
+  uint64_t state = seed;
+  auto draw = [&](uint64_t n) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<size_t>((state >> 33) % n);
+  };
+  Synthetic out;
+  for (int i = 0; i < lines; ++i) {
+    for (int side = 0; side < 2; ++side) {
+      const char** words = side == 0 ? de : en;
+      size_t count = side == 0 ? std::size(de) : std::size(en);
+      std::string line;
+      size_t n = 2 + draw(10);
+      for (size_t w = 0; w < n; ++w) line += (w ? " " : "") + std::string(words[draw(count)]);
+      (side == 0 ? out.src : out.tgt).push_back(line);
+    }
+  }
+  return out;
+}
+
+// Writes the synthetic corpus as train.de / train.en in `dir` and trains a joint vocabulary.
+struct TrainedVocab {
+  std::string src_path, tgt_path, prefix;
+  Synthetic text;
+  tx::data::VocabTrainResult result;
+};
+
+TrainedVocab train_synthetic(const TempDir& dir, const std::string& name = "vocab",
+                             int32_t size = 100, uint64_t seed = 1,
+                             const std::string& type = "unigram") {
+  TrainedVocab t;
+  t.text = synthetic_corpus(300);
+  t.src_path = dir.file("train.de");
+  t.tgt_path = dir.file("train.en");
+  write_file(t.src_path, join_lines(t.text.src));
+  write_file(t.tgt_path, join_lines(t.text.tgt));
+  tx::data::VocabTrainOptions o;
+  o.inputs = {t.src_path, t.tgt_path};
+  o.prefix = dir.file(name);
+  o.vocab_size = size;
+  o.seed = seed;
+  o.model_type = type;
+  t.prefix = o.prefix;
+  t.result = tx::data::train_vocab(o);
+  return t;
+}
+
+// A corpus of random lengths (ids are arbitrary), for the batcher.
+ParallelCorpus random_corpus(int pairs, uint64_t seed, int max_len = 40) {
+  uint64_t state = seed;
+  auto draw = [&](uint64_t n) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<int>((state >> 33) % n);
+  };
+  ParallelCorpus c;
+  for (int i = 0; i < pairs; ++i) {
+    std::vector<int32_t> s(1 + draw(max_len)), t(1 + draw(max_len));
+    for (auto& v : s) v = 4 + draw(100);
+    for (auto& v : t) v = 4 + draw(100);
+    c.add(s, t, i + 1);
+  }
+  return c;
+}
+
+// Every batch of one epoch.
+std::vector<Batch> epoch_batches(Batcher& b) {
+  std::vector<Batch> out;
+  Batch batch;
+  while (b.next(batch)) out.push_back(batch);
+  return out;
+}
+
+std::vector<std::vector<int64_t>> indices_of(const std::vector<Batch>& batches) {
+  std::vector<std::vector<int64_t>> out;
+  for (const auto& b : batches) out.push_back(b.indices);
+  return out;
+}
+
+}  // namespace
+
+// ---- UTF-8 ------------------------------------------------------------------------------------
+
+TEST_CASE("data utf8: valid text passes, each kind of malformed sequence is found", "[data]") {
+  using tx::find_invalid_utf8;
+  const size_t ok = std::string_view::npos;
+  CHECK(find_invalid_utf8("") == ok);
+  CHECK(find_invalid_utf8("plain ASCII") == ok);
+  CHECK(find_invalid_utf8("Männer, café, 中文, 😀") == ok);
+  CHECK(find_invalid_utf8("\xF4\x8F\xBF\xBF") == ok);      // U+10FFFF
+  CHECK(find_invalid_utf8("ab\xFF") == 2);                 // never valid
+  CHECK(find_invalid_utf8("a\x80") == 1);                  // lone continuation
+  CHECK(find_invalid_utf8("\xC0\x80") == 0);               // overlong NUL
+  CHECK(find_invalid_utf8("\xE0\x80\x80") == 0);           // overlong 3-byte
+  CHECK(find_invalid_utf8("x\xED\xA0\x80") == 1);          // surrogate U+D800
+  CHECK(find_invalid_utf8("\xF4\x90\x80\x80") == 0);       // above U+10FFFF
+  CHECK(find_invalid_utf8("ok \xE4\xB8") == 3);            // truncated 中
+  CHECK(find_invalid_utf8(std::string("a\0b", 3)) == ok);  // NUL is valid UTF-8
+  CHECK(tx::describe_invalid_utf8("ab\xFF") == "invalid UTF-8 at byte 3 (0xff)");
+}
+
+// ---- vocabulary -------------------------------------------------------------------------------
+
+TEST_CASE("data vocab: trained on the fly, special ids, exact round trip with non-ASCII",
+          "[data]") {
+  TempDir dir;
+  auto t = train_synthetic(dir);
+  CHECK(t.result.model_path == t.prefix + ".spm");
+  CHECK(t.result.lines == 600);
+  CHECK(t.result.sampled == 600);
+  // Only the two corpus files and the two vocabulary files: no temporary left behind.
+  CHECK(dir.entries() ==
+        std::vector<std::string>{"train.de", "train.en", "vocab.spm", "vocab.vocab"});
+  Vocab v(t.result.model_path);
+  CHECK(v.size() == 100);
+  CHECK(v.size() == t.result.size);
+  CHECK(v.pad_id() == 0);
+  CHECK(v.unk_id() == 1);
+  CHECK(v.bos_id() == 2);
+  CHECK(v.eos_id() == 3);
+  CHECK(v.piece(0) == "<pad>");
+  CHECK(v.piece(1) == "<unk>");
+  CHECK(v.piece(2) == "<s>");
+  CHECK(v.piece(3) == "</s>");
+  // The .vocab file lists every piece, in id order.
+  std::istringstream listing(slurp(t.result.vocab_path));
+  std::string entry;
+  int32_t count = 0;
+  while (std::getline(listing, entry)) {
+    CHECK(entry.substr(0, entry.find('\t')) == v.piece(count));
+    ++count;
+  }
+  CHECK(count == v.size());
+
+  int non_ascii = 0;
+  for (const auto* side : {&t.text.src, &t.text.tgt}) {
+    for (const auto& line : *side) {
+      auto ids = v.encode(line);
+      INFO(line);
+      REQUIRE(!ids.empty());
+      CHECK(std::find(ids.begin(), ids.end(), Vocab::kUnkId) == ids.end());
+      CHECK(std::all_of(ids.begin(), ids.end(), [](int32_t id) { return id > 3; }));
+      CHECK(v.decode(ids) == line);
+      if (line.find("中文") != std::string::npos || line.find("ä") != std::string::npos ||
+          line.find("é") != std::string::npos)
+        ++non_ascii;
+    }
+  }
+  CHECK(non_ascii > 100);
+
+  // pad, bos and eos produce no text; a character never seen maps to unk.
+  auto ids = v.encode("die Katze");
+  std::vector<int32_t> framed = {Vocab::kBosId};
+  framed.insert(framed.end(), ids.begin(), ids.end());
+  framed.insert(framed.end(), {Vocab::kEosId, Vocab::kPadId, Vocab::kPadId});
+  CHECK(v.decode(framed) == "die Katze");
+  auto unseen = v.encode("Ω");
+  CHECK(std::find(unseen.begin(), unseen.end(), Vocab::kUnkId) != unseen.end());
+  CHECK(v.encode("").empty());
+  CHECK_THROWS_WITH(v.decode({5, 100000}), Contains("100000") && Contains("0..99"));
+  CHECK_THROWS_WITH(v.encode("ab\xFF"), Contains("invalid UTF-8 at byte 3"));
+}
+
+TEST_CASE("data vocab: the same seed gives the same model and ids, BPE too", "[data]") {
+  TempDir dir;
+  auto a = train_synthetic(dir, "a", 100, 5);
+  auto b = train_synthetic(dir, "b", 100, 5);
+  CHECK(slurp(a.result.model_path) == slurp(b.result.model_path));
+  Vocab va(a.result.model_path), vb(b.result.model_path);
+  for (int i = 0; i < 50; ++i) CHECK(va.encode(a.text.src[i]) == vb.encode(a.text.src[i]));
+
+  // A sample of the lines (max_lines below the line count) is drawn with the seed.
+  auto sampled = [&](const std::string& name, uint64_t seed) {
+    tx::data::VocabTrainOptions o;
+    o.inputs = {a.src_path, a.tgt_path};
+    o.prefix = dir.file(name);
+    o.vocab_size = 100;
+    o.max_lines = 150;
+    o.hard_vocab_limit = false;
+    o.seed = seed;
+    return slurp(tx::data::train_vocab(o).model_path);
+  };
+  CHECK(sampled("s1", 11) == sampled("s2", 11));
+  CHECK(sampled("s3", 11) != sampled("s4", 12));
+
+  auto bpe = train_synthetic(dir, "bpe", 100, 1, "bpe");
+  Vocab vb2(bpe.result.model_path);
+  CHECK(vb2.size() == 100);
+  for (const auto& line : bpe.text.tgt) CHECK(vb2.decode(vb2.encode(line)) == line);
+}
+
+TEST_CASE("data vocab: training errors name the file and the fix", "[data]") {
+  TempDir dir;
+  std::string tiny = dir.file("tiny.txt");
+  write_file(tiny, "ein Hund\nzwei Katzen\n");
+  tx::data::VocabTrainOptions o;
+  o.prefix = dir.file("v");
+  o.vocab_size = 5000;
+
+  o.inputs = {dir.file("missing.txt")};
+  CHECK_THROWS_WITH(tx::data::train_vocab(o), Contains("missing.txt") && Contains("cannot read"));
+
+  std::string blank = dir.file("blank.txt");
+  write_file(blank, "\n\n\n");
+  o.inputs = {blank};
+  CHECK_THROWS_WITH(tx::data::train_vocab(o),
+                    Contains("blank.txt") && Contains("no non-empty line"));
+
+  o.inputs = {tiny};
+  CHECK_THROWS_WITH(tx::data::train_vocab(o),
+                    Contains("tiny.txt") && Contains("5000") &&
+                        Contains("lower --vocab-size or add --hard-vocab-limit false"));
+  o.vocab_size = 8;  // fewer pieces than the text has characters
+  CHECK_THROWS_WITH(tx::data::train_vocab(o), Contains("tiny.txt") && Contains("--vocab-size"));
+  CHECK(dir.entries() == std::vector<std::string>{"blank.txt", "tiny.txt"});
+
+  // Without the hard limit the same tiny text gives a smaller vocabulary.
+  o.vocab_size = 5000;
+  o.hard_vocab_limit = false;
+  auto r = tx::data::train_vocab(o);
+  CHECK(r.size > 4);
+  CHECK(r.size < 5000);
+  CHECK(Vocab(r.model_path).decode(Vocab(r.model_path).encode("zwei Katzen")) == "zwei Katzen");
+
+  // A failed training leaves the existing model as it was.
+  std::string before = slurp(r.model_path);
+  std::string bad = dir.file("bad.txt");
+  write_file(bad, "gut\nauch gut\nschlecht \xC3\x28 hier\nnie gelesen\n");
+  o.inputs = {tiny, bad};
+  CHECK_THROWS_WITH(tx::data::train_vocab(o), Contains("bad.txt' line 3") &&
+                                                  Contains("invalid UTF-8 at byte 10") &&
+                                                  Contains("convert the file to UTF-8"));
+  CHECK(slurp(r.model_path) == before);
+
+  o.inputs = {tiny};
+  o.model_type = "wordpiece";
+  CHECK_THROWS_WITH(tx::data::train_vocab(o), Contains("unigram or bpe"));
+}
+
+TEST_CASE("data vocab: loading errors name the file", "[data]") {
+  TempDir dir;
+  CHECK_THROWS_WITH(Vocab(dir.file("nope.spm")), Contains("nope.spm") && Contains("no such file"));
+  std::string junk = dir.file("junk.spm");
+  write_file(junk, "this is not a model");
+  CHECK_THROWS_WITH(Vocab(junk), Contains("junk.spm") && Contains("not a SentencePiece model"));
+
+  // A model made by spm_train with its own default ids (unk 0, bos 1, eos 2, no pad).
+  std::string text = dir.file("t.txt");
+  write_file(text, join_lines(synthetic_corpus(50).src));
+  auto status = sentencepiece::SentencePieceTrainer::Train({{"input", text},
+                                                            {"model_prefix", dir.file("foreign")},
+                                                            {"vocab_size", "80"},
+                                                            {"hard_vocab_limit", "false"},
+                                                            {"minloglevel", "2"}});
+  INFO(status.ToString());
+  REQUIRE(status.ok());
+  CHECK_THROWS_WITH(Vocab(dir.file("foreign.model")),
+                    Contains("foreign.model") && Contains("pad -1, unk 0, bos 1, eos 2") &&
+                        Contains("--pad_id=0 --unk_id=1 --bos_id=2 --eos_id=3"));
+}
+
+// ---- corpus -----------------------------------------------------------------------------------
+
+TEST_CASE("data corpus: pairs become ids once, empty and long pairs are dropped and counted",
+          "[data]") {
+  TempDir dir;
+  auto t = train_synthetic(dir);
+  Vocab v(t.result.model_path);
+  // Line 2 is empty on the target side, line 4 blank on the source side, line 5 long, and the
+  // source file has Windows line ends.
+  std::vector<std::string> src = {
+      "der Mann", "die Frau", "ein Hund", "  ", "der Mann und die Frau und der Hund und die Katze",
+      "中文 Café"};
+  std::vector<std::string> tgt = {"the man", "", "a dog", "nothing", "the man", "中文 café"};
+  std::string crlf;
+  for (const auto& l : src) crlf += l + "\r\n";
+  write_file(dir.file("c.de"), crlf);
+  write_file(dir.file("c.en"), join_lines(tgt));
+
+  tx::data::CorpusOptions o;
+  o.max_src_tokens = 8;
+  o.num_threads = 2;
+  auto c = tx::data::load_parallel_corpus(dir.file("c.de"), dir.file("c.en"), v, v, o);
+  REQUIRE(c.size() == 3);
+  CHECK(c.line(0) == 1);
+  CHECK(c.line(1) == 3);
+  CHECK(c.line(2) == 6);
+  CHECK(c.src(0).to_vector() == v.encode("der Mann"));
+  CHECK(c.tgt(1).to_vector() == v.encode("a dog"));
+  CHECK(v.decode(c.src(2).to_vector()) == "中文 Café");
+  const auto& s = c.stats();
+  CHECK(s.pairs_read == 6);
+  CHECK(s.kept == 3);
+  CHECK(s.dropped_empty == 2);
+  CHECK(s.dropped_too_long == 1);
+  CHECK(s.src_tokens == c.src_length(0) + c.src_length(1) + c.src_length(2));
+  CHECK_THAT(s.summary(o), Contains("read 6 pairs: kept 3, dropped 2 empty and 1 too long"));
+
+  o.empty_lines = tx::data::EmptyLines::kKeep;
+  o.max_src_tokens = 0;
+  auto all = tx::data::load_parallel_corpus(dir.file("c.de"), dir.file("c.en"), v, v, o);
+  CHECK(all.size() == 6);
+  CHECK(all.tgt_length(1) == 0);
+
+  o.empty_lines = tx::data::EmptyLines::kReject;
+  CHECK_THROWS_WITH(tx::data::load_parallel_corpus(dir.file("c.de"), dir.file("c.en"), v, v, o),
+                    Contains("c.en' line 2 is empty"));
+
+  // The same ids whatever the thread count, on a corpus bigger than one thread's share.
+  o.empty_lines = tx::data::EmptyLines::kSkip;
+  auto one = tx::data::load_parallel_corpus(t.src_path, t.tgt_path, v, v, {});
+  o.num_threads = 3;
+  auto three = tx::data::load_parallel_corpus(t.src_path, t.tgt_path, v, v, o);
+  REQUIRE(one.size() == 300);
+  REQUIRE(three.size() == 300);
+  for (int64_t i = 0; i < 300; ++i) {
+    CHECK(one.src(i).to_vector() == three.src(i).to_vector());
+    CHECK(v.decode(one.tgt(i).to_vector()) == t.text.tgt[i]);
+  }
+}
+
+TEST_CASE("data corpus: line-count mismatch and invalid UTF-8 name the files", "[data]") {
+  TempDir dir;
+  auto t = train_synthetic(dir);
+  Vocab v(t.result.model_path);
+  write_file(dir.file("a.de"), "eins\nzwei\ndrei\nvier\n");
+  write_file(dir.file("a.en"), "one\ntwo\nthree\n");
+  CHECK_THROWS_WITH(
+      tx::data::load_parallel_corpus(dir.file("a.de"), dir.file("a.en"), v, v),
+      Contains("a.de' has 4 lines but '") && Contains("a.en' has 3") && Contains("aligned"));
+  CHECK_THROWS_WITH(tx::data::load_parallel_corpus(dir.file("a.en"), dir.file("a.de"), v, v),
+                    Contains("a.en' has 3 lines but '") && Contains("a.de' has 4"));
+  write_file(dir.file("b.en"), "one\ntw\xF0\x28o\nthree\nfour\n");
+  CHECK_THROWS_WITH(tx::data::load_parallel_corpus(dir.file("a.de"), dir.file("b.en"), v, v),
+                    Contains("b.en' line 2: invalid UTF-8 at byte 3 (0xf0)"));
+  CHECK_THROWS_WITH(tx::data::load_parallel_corpus(dir.file("none.de"), dir.file("a.en"), v, v),
+                    Contains("cannot read '") && Contains("none.de"));
+}
+
+// ---- training batches -------------------------------------------------------------------------
+
+TEST_CASE("data batcher: every pair once per epoch, every batch within the limits", "[data]") {
+  auto corpus = random_corpus(1000, 3);
+  BatcherOptions o;
+  o.max_tokens = 300;
+  o.max_sentences = 24;
+  o.maxi_batch = 10;
+  Batcher b(corpus, o);
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    CHECK(b.position() == BatchPosition{epoch, 0});
+    int64_t expected = b.batches_in_epoch();
+    auto batches = epoch_batches(b);
+    CHECK(static_cast<int64_t>(batches.size()) == expected);
+    std::vector<int> seen(corpus.size(), 0);
+    int64_t padded = 0, real = 0;
+    for (const auto& batch : batches) {
+      CHECK(batch.size > 0);
+      CHECK(batch.size <= 24);
+      CHECK(batch.padded_tokens() <= 300);
+      for (int64_t i : batch.indices) ++seen[i];
+      padded += batch.padded_tokens();
+      real += std::max(batch.src_tokens(), batch.tgt_tokens());
+    }
+    CHECK(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+    // Sorting within windows keeps padding small (random lengths unsorted waste ~40%).
+    CHECK(static_cast<double>(real) / padded > 0.75);
+  }
+  CHECK(b.position() == BatchPosition{3, 0});
+}
+
+TEST_CASE("data batcher: source, bos/eos and padding layout is exact", "[data]") {
+  ParallelCorpus c;
+  c.add({10, 11, 12}, {20}, 1);
+  c.add({13}, {21, 22, 23, 24}, 2);
+  c.add({}, {25, 26}, 3);  // kept empty (scoring): the source row is eos alone
+  const int64_t rows[] = {0, 1, 2};
+  Batch b = tx::data::make_batch(c, rows, 3);
+  CHECK(b.size == 3);
+  CHECK(b.src_len == 4);
+  CHECK(b.tgt_len == 5);
+  CHECK(b.src == std::vector<int32_t>{10, 11, 12, 3, /**/ 13, 3, 0, 0, /**/ 3, 0, 0, 0});
+  CHECK(b.src_lengths == std::vector<int32_t>{4, 2, 1});
+  CHECK(b.tgt_in == std::vector<int32_t>{2, 20, 0, 0, 0, /**/ 2, 21, 22, 23, 24, /**/
+                                         2, 25, 26, 0, 0});
+  CHECK(b.tgt_out == std::vector<int32_t>{20, 3, 0, 0, 0, /**/ 21, 22, 23, 24, 3, /**/
+                                          25, 26, 3, 0, 0});
+  CHECK(b.tgt_lengths == std::vector<int32_t>{2, 5, 3});
+  CHECK(b.indices == std::vector<int64_t>{0, 1, 2});
+  CHECK(b.src_tokens() == 7);
+  CHECK(b.tgt_tokens() == 10);
+  CHECK(b.padded_tokens() == 15);
+
+  // Every batch of an epoch, row by row, against the corpus.
+  auto corpus = random_corpus(200, 9);
+  BatcherOptions o;
+  o.max_tokens = 256;
+  Batcher batcher(corpus, o);
+  for (const auto& batch : epoch_batches(batcher)) {
+    for (int64_t r = 0; r < batch.size; ++r) {
+      auto x = corpus.src(batch.indices[r]).to_vector();
+      auto y = corpus.tgt(batch.indices[r]).to_vector();
+      std::vector<int32_t> src(batch.src.begin() + r * batch.src_len,
+                               batch.src.begin() + (r + 1) * batch.src_len);
+      std::vector<int32_t> in(batch.tgt_in.begin() + r * batch.tgt_len,
+                              batch.tgt_in.begin() + (r + 1) * batch.tgt_len);
+      std::vector<int32_t> out(batch.tgt_out.begin() + r * batch.tgt_len,
+                               batch.tgt_out.begin() + (r + 1) * batch.tgt_len);
+      auto want_src = x;
+      want_src.push_back(3);
+      want_src.resize(batch.src_len, 0);
+      std::vector<int32_t> want_in = {2};
+      want_in.insert(want_in.end(), y.begin(), y.end());
+      want_in.resize(batch.tgt_len, 0);
+      auto want_out = y;
+      want_out.push_back(3);
+      want_out.resize(batch.tgt_len, 0);
+      CHECK(src == want_src);
+      CHECK(in == want_in);
+      CHECK(out == want_out);
+      CHECK(batch.src_lengths[r] == static_cast<int32_t>(x.size() + 1));
+      CHECK(batch.tgt_lengths[r] == static_cast<int32_t>(y.size() + 1));
+    }
+  }
+}
+
+TEST_CASE("data batcher: deterministic for a seed, different seeds and epochs differ", "[data]") {
+  auto corpus = random_corpus(500, 4);
+  BatcherOptions o;
+  o.max_tokens = 200;
+  o.seed = 42;
+  Batcher a(corpus, o), b(corpus, o);
+  auto a0 = indices_of(epoch_batches(a)), b0 = indices_of(epoch_batches(b));
+  CHECK(a0 == b0);
+  auto a1 = indices_of(epoch_batches(a));
+  CHECK(a1 != a0);
+  o.seed = 43;
+  Batcher c(corpus, o);
+  CHECK(indices_of(epoch_batches(c)) != a0);
+  // The plan of an epoch does not depend on how the batcher got there.
+  CHECK(b.plan(1).order == a.plan(1).order);
+
+  // No shuffling: sorted within windows, the same every epoch.
+  o.shuffle = false;
+  o.maxi_batch = 0;
+  Batcher d(corpus, o);
+  auto d0 = epoch_batches(d);
+  CHECK(indices_of(epoch_batches(d)) == indices_of(d0));
+  for (size_t i = 1; i < d0.size(); ++i)
+    CHECK(std::max(d0[i - 1].src_len, d0[i - 1].tgt_len) <= std::max(d0[i].src_len, d0[i].tgt_len));
+}
+
+TEST_CASE("data batcher: resuming at (epoch, batch) reproduces the remaining batches", "[data]") {
+  auto corpus = random_corpus(600, 5);
+  BatcherOptions o;
+  o.max_tokens = 250;
+  o.max_sentences = 16;
+  o.seed = 7;
+  Batcher full(corpus, o);
+  epoch_batches(full);  // epoch 0
+  Batch batch;
+  for (int i = 0; i < 5; ++i) REQUIRE(full.next(batch));
+  BatchPosition saved = full.position();
+  CHECK(saved == BatchPosition{1, 5});
+  auto rest = epoch_batches(full);
+  auto after = epoch_batches(full);  // epoch 2
+
+  Batcher resumed(corpus, o);
+  resumed.seek(saved);
+  auto rest2 = epoch_batches(resumed);
+  auto after2 = epoch_batches(resumed);
+  REQUIRE(rest.size() == rest2.size());
+  for (size_t i = 0; i < rest.size(); ++i) {
+    CHECK(rest[i].indices == rest2[i].indices);
+    CHECK(rest[i].src == rest2[i].src);
+    CHECK(rest[i].tgt_in == rest2[i].tgt_in);
+    CHECK(rest[i].tgt_out == rest2[i].tgt_out);
+  }
+  CHECK(indices_of(after) == indices_of(after2));
+
+  // Resuming exactly at an epoch's end gives no batch, then the next epoch.
+  Batcher at_end(corpus, o);
+  at_end.seek({0, at_end.plan(0).batches()});
+  CHECK_FALSE(at_end.next(batch));
+  CHECK(at_end.position() == BatchPosition{1, 0});
+  CHECK_THROWS_WITH(at_end.seek({1, 100000}), Contains("batch 100000 of epoch 1"));
+}
+
+TEST_CASE("data batcher: errors for a pair wider than max_tokens and an empty corpus", "[data]") {
+  ParallelCorpus c;
+  c.add({5, 6}, {7}, 1);
+  c.add(std::vector<int32_t>(40, 5), {7}, 2);
+  BatcherOptions o;
+  o.max_tokens = 32;
+  CHECK_THROWS_WITH(Batcher(c, o),
+                    Contains("line 2") && Contains("41 source") && Contains("--max-tokens 32"));
+  ParallelCorpus empty;
+  CHECK_THROWS_WITH(Batcher(empty, o), Contains("no sentence pair"));
+  o.max_tokens = 0;
+  CHECK_THROWS_WITH(Batcher(c, o), Contains("--max-tokens"));
+}
+
+// ---- translation batches ----------------------------------------------------------------------
+
+TEST_CASE("data inference batcher: sorted batches, results written back in input order", "[data]") {
+  TempDir dir;
+  auto t = train_synthetic(dir);
+  Vocab v(t.result.model_path);
+  std::vector<std::string> lines(t.text.src.begin(), t.text.src.begin() + 97);
+  lines[10] = "";  // an empty line still gets its output line
+  std::string text = join_lines(lines);
+  text.pop_back();  // no newline after the last line
+
+  for (int64_t window : {1, 7, 1000}) {
+    INFO("window " << window);
+    std::istringstream in(text);
+    tx::data::InferenceBatcherOptions o;
+    o.max_tokens = 60;
+    o.max_sentences = 8;
+    o.window = window;
+    tx::data::InferenceBatcher batcher(in, "<stdin>", v, o);
+    std::ostringstream out;
+    tx::data::OrderedOutput output(out);
+    tx::data::SourceBatch batch;
+    std::set<int64_t> seen;
+    int64_t batches = 0;
+    while (batcher.next(batch)) {
+      ++batches;
+      CHECK(batch.size <= 8);
+      CHECK((batch.size * batch.src_len <= 60 || batch.size == 1));
+      // Results in reverse row order: the writer must still emit input order.
+      for (int64_t r = batch.size - 1; r >= 0; --r) {
+        int64_t line = batch.indices[r];
+        CHECK(seen.insert(line).second);
+        std::vector<int32_t> row(batch.src.begin() + r * batch.src_len,
+                                 batch.src.begin() + r * batch.src_len + batch.src_lengths[r]);
+        REQUIRE(row.back() == Vocab::kEosId);
+        CHECK(std::count(batch.src.begin() + r * batch.src_len,
+                         batch.src.begin() + (r + 1) * batch.src_len,
+                         Vocab::kPadId) == batch.src_len - batch.src_lengths[r]);
+        row.pop_back();
+        output.put(line, "[" + v.decode(row) + "]");
+      }
+    }
+    CHECK(batcher.lines_read() == 97);
+    CHECK(seen.size() == 97);
+    if (window == 1) CHECK(batches == 97);
+    if (window == 1000) CHECK(batches < 40);
+    output.finish(batcher.lines_read());
+    std::string want;
+    for (const auto& l : lines) want += "[" + l + "]\n";
+    CHECK(out.str() == want);
+  }
+
+  std::istringstream bad("gut\nnicht \xFF gut\n");
+  tx::data::InferenceBatcher batcher(bad, "<stdin>", v, {});
+  tx::data::SourceBatch batch;
+  CHECK_THROWS_WITH(batcher.next(batch), Contains("'<stdin>' line 2: invalid UTF-8 at byte 7"));
+}
+
+TEST_CASE("data inference batcher: in-memory lines, longest first, oversized line alone",
+          "[data]") {
+  std::vector<std::vector<int32_t>> lines = {
+      {5, 6}, {5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, {}, {7}, {8, 9, 10}, {9, 9}};
+  tx::data::InferenceBatcherOptions o;
+  o.max_tokens = 9;  // line 1 (11 tokens with eos) does not fit: a batch of its own
+  auto batches = tx::data::make_source_batches(lines, 100, o);
+  REQUIRE(batches.size() == 3);
+  CHECK(batches[0].indices == std::vector<int64_t>{101});
+  CHECK(batches[0].src_len == 11);
+  CHECK(batches[1].indices == std::vector<int64_t>{104, 100});
+  CHECK(batches[1].src == std::vector<int32_t>{8, 9, 10, 3, 5, 6, 3, 0});
+  CHECK(batches[1].src_lengths == std::vector<int32_t>{4, 3});
+  CHECK(batches[2].indices == std::vector<int64_t>{105, 103, 102});
+  CHECK(batches[2].src == std::vector<int32_t>{9, 9, 3, 7, 3, 0, 3, 0, 0});
+  CHECK(batches[2].src_lengths == std::vector<int32_t>{3, 2, 1});
+  o.max_sentences = 1;
+  CHECK(tx::data::make_source_batches(lines, 0, o).size() == 6);
+}
+
+TEST_CASE("data ordered output: waits for earlier lines, refuses duplicates and gaps", "[data]") {
+  std::ostringstream out;
+  tx::data::OrderedOutput o(out);
+  o.put(2, "c");
+  o.put(1, "b");
+  CHECK(out.str().empty());
+  CHECK(o.waiting() == 2);
+  o.put(0, "a");
+  CHECK(out.str() == "a\nb\nc\n");
+  CHECK(o.written() == 3);
+  CHECK_THROWS_WITH(o.put(1, "again"), Contains("line 2 was given twice"));
+  o.put(4, "e");
+  CHECK_THROWS_WITH(o.finish(5), Contains("3 of 5 lines written and 1 waiting"));
+}
+
+// ---- a real corpus, when the shared data is there ---------------------------------------------
+
+namespace {
+
+// The directory holding multi30k/, found via TX_SOURCE_DIR/../shared/data or by walking up
+// from the working directory; empty when absent.
+std::string shared_data_dir() {
+  std::vector<fs::path> candidates;
+  if (const char* src = std::getenv("TX_SOURCE_DIR"))
+    candidates.push_back(fs::path(src) / ".." / "shared" / "data");
+  for (fs::path p = fs::current_path(); !p.empty(); p = p.parent_path()) {
+    candidates.push_back(p / "shared" / "data");
+    if (p == p.parent_path()) break;
+  }
+  for (const auto& c : candidates)
+    if (fs::exists(c / "multi30k" / "train.de") && fs::exists(c / "multi30k" / "train.en"))
+      return c.string();
+  return {};
+}
+
+std::string squeeze_spaces(const std::string& line) {
+  std::istringstream words(line);
+  std::string word, out;
+  while (words >> word) out += (out.empty() ? "" : " ") + word;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("data vocab: Multi30k train.de+en, joint 8000 pieces, sampled, exact round trip",
+          "[data]") {
+  std::string data = shared_data_dir();
+  if (data.empty()) {
+    std::cout << "SKIPPED: ../shared/data not found" << std::endl;
+    return;
+  }
+  TempDir dir;
+  std::string de = data + "/multi30k/train.de", en = data + "/multi30k/train.en";
+  tx::data::VocabTrainOptions o;
+  o.inputs = {de, en};
+  o.prefix = dir.file("m30k");
+  o.vocab_size = 8000;
+  o.max_lines = 20000;  // a sample keeps the test fast
+  auto start = std::chrono::steady_clock::now();
+  auto r = tx::data::train_vocab(o);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO("training took " << seconds << " s");
+  CHECK(r.lines == 58000);
+  CHECK(r.sampled == 20000);
+  Vocab v(r.model_path);
+  CHECK(v.size() == 8000);
+  tx::data::CorpusOptions co;
+  co.max_src_tokens = 100;
+  co.max_tgt_tokens = 100;
+  auto corpus = tx::data::load_parallel_corpus(de, en, v, v, co);
+  CHECK(corpus.size() > 28900);
+  tx::data::LineReader reader(de);
+  std::string line;
+  int unk_lines = 0;
+  for (int i = 0; i < 2000 && reader.next(line); ++i) {
+    auto ids = v.encode(line);
+    if (std::find(ids.begin(), ids.end(), Vocab::kUnkId) != ids.end()) {
+      ++unk_lines;  // a character outside the sample
+      continue;
+    }
+    // The default normaliser trims and squeezes spaces (84 lines of train.de have extra ones).
+    CHECK(v.decode(ids) == squeeze_spaces(line));
+  }
+  CHECK(unk_lines < 5);
+}
