@@ -1,0 +1,89 @@
+// BeamSearch: batched beam search over a Transformer — the n best translations of each source
+// row of a SourceBatch.
+//
+// How a batch is searched (DESIGN.md, "Decoding"):
+// - The encoder runs once; start_decoding computes each layer's cross-attention keys and values
+//   once; each sentence is then fanned out into `beam_size` batch rows (DecoderState::reorder).
+// - Each step: decode_step -> log_softmax -> add forbidden-token masks and each row's running
+//   score (a rank-1 GEMM) -> top-(2 * beam) per sentence over its [beam * V] candidates viewed
+//   as one row (Backend::top_k). Only those 2 * beam values and ids are downloaded.
+// - On the host, a sentence takes candidates best first: one ending in eos becomes a finished
+//   hypothesis, any other continues, until `beam` continue. The state is reordered to the
+//   parents of the continuing rows. 2 * beam candidates always hold `beam` continuations,
+//   since each row contributes at most one eos candidate.
+// - Stopping (fairseq's rule, not Marian's "best cannot improve"): a sentence is done once it
+//   has `beam` finished hypotheses, or at its maximum length, where only eos is allowed. Done
+//   sentences leave the batch: their rows are left out of the next reorder. A later, longer
+//   hypothesis could still score better after length normalisation; the rule trades that for
+//   a bound on the work per sentence, and with beam_size = n it is exact for the search space
+//   the exhaustive test enumerates.
+// - Beam 1 is greedy search.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+#include "data/batch.h"
+#include "nn/transformer.h"
+
+namespace tx::decode {
+
+struct BeamSearchOptions {
+  int beam_size = 5;
+  int n_best = 1;  // hypotheses returned per sentence, 1 <= n_best <= beam_size
+  // Output tokens (eos not counted) at most: floor(a * source tokens + b), source tokens
+  // without eos, as fairseq's --max-len-a/--max-len-b. Also capped so that every position
+  // stays within the model's max_length.
+  float max_length_a = 1.5f;
+  int max_length_b = 10;
+  int min_length = 0;  // eos is forbidden before this many output tokens
+  // Normalised score = log-prob / length^alpha, length counting eos (Marian's --normalize,
+  // fairseq's --lenpen). 0 ranks by total log-prob; 1 by log-prob per token.
+  float length_penalty = 1.0f;
+  bool allow_unk = true;  // false: unk is never produced
+  // false keeps done sentences' rows in the batch (scored as dead) until all are done: the
+  // same results, more work; for tests and benchmarks of batch shrinking.
+  bool shrink_batch = true;
+
+  // Throws tx::Error naming the first invalid option and the fix.
+  void validate() const;
+};
+
+// One translation: target ids without bos and eos, and its scores.
+struct Hypothesis {
+  std::vector<int32_t> ids;
+  float log_prob = 0;  // sum of the log-probabilities of ids and eos
+  float score = 0;     // log_prob / (ids.size() + 1)^length_penalty: what ranks hypotheses
+};
+
+// The n-best list of one sentence, best score first.
+using NBest = std::vector<Hypothesis>;
+
+class BeamSearch {
+ public:
+  // `model` must outlive the BeamSearch. Special ids are data::Vocab's (pad 0, unk 1, bos 2,
+  // eos 3).
+  BeamSearch(Backend& be, const nn::Transformer& model, BeamSearchOptions options = {});
+
+  // The n-best list of each row of `batch`, in row order. Rows are source ids ending in eos.
+  std::vector<NBest> search(const data::SourceBatch& batch);
+
+  // The longest output (eos not counted) for a source of `source_tokens` tokens (eos not
+  // counted).
+  int64_t max_output_length(int64_t source_tokens) const;
+
+  const BeamSearchOptions& options() const { return options_; }
+
+ private:
+  Backend& be_;
+  const nn::Transformer& model_;
+  BeamSearchOptions options_;
+  int64_t vocab_;
+  // Added to every row's log-probabilities: a very negative value on pad and bos (and unk
+  // when not allowed); the second also on eos (before min_length).
+  Tensor mask_, mask_no_eos_;
+  Tensor ones_;  // f32 [1, V]: running scores [R, 1] x ones = the score to add to each entry
+};
+
+}  // namespace tx::decode

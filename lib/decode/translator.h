@@ -1,0 +1,61 @@
+// Translator: text in, text out — encodes lines with the source vocabulary, batches them,
+// runs beam search and writes one result per input line, in input order.
+//
+// Output of translate_stream, one entry per input line, in input order:
+// - n_best == 1: the best translation, one line (an empty input line gives an empty line).
+// - n_best > 1: Marian's n-best format, one line per hypothesis, best first:
+//     <line index, 0-based> ||| <translation> ||| F0= <log-prob> ||| <normalised score>
+//   An empty input line gives one entry, `i |||  ||| F0= 0 ||| 0`, so every index appears.
+// Empty lines are not searched: a model given only eos would still invent words.
+#pragma once
+
+#include <cstdint>
+#include <istream>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "data/inference_batcher.h"
+#include "data/vocab.h"
+#include "decode/beam_search.h"
+
+namespace tx::decode {
+
+struct TranslatorOptions {
+  BeamSearchOptions search;
+  data::InferenceBatcherOptions batching;
+};
+
+class Translator {
+ public:
+  // Everything passed in must outlive the Translator. The vocabularies' sizes must match the
+  // model's.
+  Translator(Backend& be, const nn::Transformer& model, const data::Vocab& src_vocab,
+             const data::Vocab& tgt_vocab, TranslatorOptions options = {});
+
+  // Translates every line of `in` (named `name` in errors) to `out`, as described above;
+  // returns the number of lines. Output for a line appears once its window is translated.
+  int64_t translate_stream(std::istream& in, std::ostream& out,
+                           const std::string& name = "<stdin>");
+
+  // The best translation of each line, in order (validation BLEU). Throws tx::Error naming
+  // the line for invalid UTF-8.
+  std::vector<std::string> translate_lines(const std::vector<std::string>& lines);
+
+  // The n-best lists of a batch's rows; empty rows (eos only) get one empty hypothesis of
+  // score 0 without being searched.
+  std::vector<NBest> translate_batch(const data::SourceBatch& batch);
+
+  // One input line's output entry (see the top of this file), without a final newline.
+  std::string format(int64_t index, const NBest& nbest) const;
+
+  const TranslatorOptions& options() const { return options_; }
+
+ private:
+  const data::Vocab& src_vocab_;
+  const data::Vocab& tgt_vocab_;
+  TranslatorOptions options_;
+  BeamSearch search_;
+};
+
+}  // namespace tx::decode

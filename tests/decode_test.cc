@@ -1,0 +1,431 @@
+// Beam search and the translator on a tiny random Transformer: exhaustive search, greedy
+// decoding, batch invariance, n-best lists and length limits against the full teacher-forced
+// forward; input order and line structure of translate_stream.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "data/batch.h"
+#include "data/vocab.h"
+#include "data/vocab_train.h"
+#include "decode/beam_search.h"
+#include "decode/translator.h"
+#include "gradient_check.h"
+#include "nn/transformer.h"
+#include "train_tiny.h"
+
+namespace {
+
+using tx::Graph;
+using tx::GraphOptions;
+using tx::Var;
+using tx::data::SourceBatch;
+using tx::data::Vocab;
+using tx::decode::BeamSearch;
+using tx::decode::BeamSearchOptions;
+using tx::decode::Hypothesis;
+using tx::decode::NBest;
+using tx::nn::ParameterSet;
+using tx::nn::ParamScope;
+using tx::nn::Transformer;
+using Ids = std::vector<int32_t>;
+
+constexpr int32_t kEos = Vocab::kEosId;
+constexpr int64_t kVocab = 9;  // pad, unk, bos, eos and 5 words (4..8)
+
+tx::io::ModelConfig tiny_config(int64_t vocab = kVocab) {
+  tx::io::ModelConfig c;
+  c.src_vocab_size = c.tgt_vocab_size = vocab;
+  c.d_model = 8;
+  c.d_ff = 16;
+  c.heads = 2;
+  c.encoder_layers = c.decoder_layers = 1;
+  c.dropout = 0.0f;
+  return c;
+}
+
+// A random model whose output distribution is far from uniform, so that hypotheses differ.
+struct TinyModel {
+  explicit TinyModel(tx::Backend& be, uint64_t seed = 5, int64_t vocab = kVocab)
+      : rng(seed), model(ParamScope(be, params, rng), tiny_config(vocab)) {
+    tx::test::perturb_params(be, params, rng);
+  }
+  ParameterSet params;
+  tx::Rng rng;
+  Transformer model;
+};
+
+// Rows of source words (without eos) as a padded batch, row r tagged r.
+SourceBatch source_batch(const std::vector<Ids>& rows) {
+  std::vector<const Ids*> ptrs;
+  std::vector<int64_t> indices;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ptrs.push_back(&rows[i]);
+    indices.push_back(static_cast<int64_t>(i));
+  }
+  return tx::data::make_source_batch(ptrs, indices);
+}
+
+// For each target prefix, the full teacher-forced forward's log-probabilities (in double) at
+// every position: out[b][t][v] = log P(v | src, [bos] + prefix[0..t)), t = 0..prefix size.
+std::vector<std::vector<std::vector<double>>> forward_log_probs(tx::Backend& be,
+                                                                const Transformer& model,
+                                                                const Ids& src,
+                                                                const std::vector<Ids>& prefixes) {
+  const auto B = static_cast<int64_t>(prefixes.size());
+  const int64_t S = static_cast<int64_t>(src.size()) + 1;
+  int64_t T = 1;
+  for (const Ids& p : prefixes) T = std::max<int64_t>(T, static_cast<int64_t>(p.size()) + 1);
+  Ids src_ids, src_len(B, static_cast<int32_t>(S)), tgt_in(B * T, Vocab::kPadId);
+  for (int64_t b = 0; b < B; ++b) {
+    src_ids.insert(src_ids.end(), src.begin(), src.end());
+    src_ids.push_back(kEos);
+    tgt_in[b * T] = Vocab::kBosId;
+    for (size_t t = 0; t < prefixes[b].size(); ++t) tgt_in[b * T + t + 1] = prefixes[b][t];
+  }
+  Graph g(be, GraphOptions{false, false});
+  Var logits = model.forward(g, be.upload(src_ids, {B, S}), be.upload(src_len, {B}),
+                             be.upload(tgt_in, {B, T}));
+  const std::vector<float> y = be.download<float>(logits->value);
+  const int64_t V = model.config().tgt_vocab_size;
+  std::vector<std::vector<std::vector<double>>> out(B);
+  for (int64_t b = 0; b < B; ++b)
+    for (size_t t = 0; t <= prefixes[b].size(); ++t) {
+      const float* row = &y[(b * T + t) * V];
+      const double max = *std::max_element(row, row + V);
+      double sum = 0;
+      for (int64_t v = 0; v < V; ++v) sum += std::exp(row[v] - max);
+      std::vector<double> lp(V);
+      for (int64_t v = 0; v < V; ++v) lp[v] = row[v] - max - std::log(sum);
+      out[b].push_back(std::move(lp));
+    }
+  return out;
+}
+
+// log P(hyp + eos | src) of each hypothesis by the full forward.
+std::vector<double> rescore(tx::Backend& be, const Transformer& model, const Ids& src,
+                            const std::vector<Ids>& hyps) {
+  const auto lp = forward_log_probs(be, model, src, hyps);
+  std::vector<double> out;
+  for (size_t b = 0; b < hyps.size(); ++b) {
+    double total = 0;
+    for (size_t t = 0; t <= hyps[b].size(); ++t)
+      total += lp[b][t][t < hyps[b].size() ? hyps[b][t] : kEos];
+    out.push_back(total);
+  }
+  return out;
+}
+
+double normalised(double log_prob, size_t tokens, float alpha) {
+  return log_prob / std::pow(static_cast<double>(tokens + 1), alpha);
+}
+
+// Every word sequence of 0..max_len tokens from `words`.
+std::vector<Ids> all_sequences(const Ids& words, int max_len) {
+  std::vector<Ids> out = {{}};
+  std::vector<Ids> frontier = {{}};
+  for (int len = 1; len <= max_len; ++len) {
+    std::vector<Ids> next;
+    for (const Ids& p : frontier)
+      for (int32_t w : words) {
+        Ids s = p;
+        s.push_back(w);
+        next.push_back(s);
+      }
+    out.insert(out.end(), next.begin(), next.end());
+    frontier = std::move(next);
+  }
+  return out;
+}
+
+void check_same_nbest(const NBest& a, const NBest& b) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO("hypothesis " << i);
+    CHECK(a[i].ids == b[i].ids);
+    CHECK(a[i].log_prob == Approx(b[i].log_prob).margin(1e-5));
+    CHECK(a[i].score == Approx(b[i].score).margin(1e-5));
+  }
+}
+
+const std::vector<Ids> kSources = {{4, 5, 6, 7, 8}, {6}, {8, 4, 4}, {5, 6, 7, 8, 4, 5, 6}};
+
+}  // namespace
+
+TEST_CASE("decode beam search: a wide beam finds every sequence and the exhaustive best",
+          "[decode]") {
+  auto be = tx::test::cpu_backend();
+  TinyModel m(*be);
+  const int max_len = 3;
+  const Ids words = {4, 5, 6, 7, 8};  // unk forbidden
+  const std::vector<Ids> space = all_sequences(words, max_len);
+  REQUIRE(space.size() == 156);
+  for (float alpha : {0.0f, 1.0f}) {
+    for (const Ids& src : {kSources[0], kSources[2]}) {
+      INFO("alpha " << alpha << ", source of " << src.size() << " words");
+      const std::vector<double> exact = rescore(*be, m.model, src, space);
+      size_t best = 0;
+      for (size_t i = 0; i < space.size(); ++i)
+        if (normalised(exact[i], space[i].size(), alpha) >
+            normalised(exact[best], space[best].size(), alpha))
+          best = i;
+
+      BeamSearchOptions o;
+      o.beam_size = o.n_best = 200;  // more than the 156 sequences
+      o.max_length_a = 0;
+      o.max_length_b = max_len;
+      o.length_penalty = alpha;
+      o.allow_unk = false;
+      NBest nb = BeamSearch(*be, m.model, o).search(source_batch({src})).at(0);
+      REQUIRE(nb.size() == space.size());
+      CHECK(nb[0].ids == space[best]);
+      CHECK(nb[0].log_prob == Approx(exact[best]).margin(1e-4));
+      CHECK(nb[0].score == Approx(normalised(exact[best], space[best].size(), alpha)).margin(1e-4));
+      // Every sequence once, each with its exact score.
+      std::map<Ids, double> want;
+      for (size_t i = 0; i < space.size(); ++i) want[space[i]] = exact[i];
+      for (const Hypothesis& h : nb) {
+        REQUIRE(want.count(h.ids) == 1);
+        CHECK(h.log_prob == Approx(want[h.ids]).margin(1e-4));
+        want.erase(h.ids);
+      }
+    }
+  }
+}
+
+TEST_CASE("decode beam search: beam 1 is the greedy loop over the full forward", "[decode]") {
+  auto be = tx::test::cpu_backend();
+  TinyModel m(*be, 11);
+  BeamSearchOptions o;
+  o.beam_size = 1;
+  o.max_length_a = 1.0f;
+  o.max_length_b = 2;
+  const std::vector<NBest> found = BeamSearch(*be, m.model, o).search(source_batch(kSources));
+  REQUIRE(found.size() == kSources.size());
+  for (size_t s = 0; s < kSources.size(); ++s) {
+    INFO("sentence " << s);
+    const size_t max_len = kSources[s].size() + 2;
+    Ids y;
+    double log_prob = 0;
+    for (;;) {
+      // The distribution after y is the last position of the full forward of [bos] + y.
+      const std::vector<double> lp = forward_log_probs(*be, m.model, kSources[s], {y})[0].back();
+      int32_t best = -1;
+      for (int32_t w = 0; w < kVocab; ++w) {
+        if (w == Vocab::kPadId || w == Vocab::kBosId) continue;
+        if (y.size() == max_len && w != kEos) continue;
+        if (best < 0 || lp[w] > lp[best]) best = w;
+      }
+      log_prob += lp[best];
+      if (best == kEos) break;
+      y.push_back(best);
+    }
+    REQUIRE(found[s].size() == 1);
+    CHECK(found[s][0].ids == y);
+    CHECK(found[s][0].log_prob == Approx(log_prob).margin(1e-4));
+    CHECK(found[s][0].score == Approx(normalised(log_prob, y.size(), 1.0f)).margin(1e-4));
+  }
+}
+
+TEST_CASE("decode beam search: a padded batch gives the results of one sentence at a time",
+          "[decode]") {
+  auto be = tx::test::cpu_backend();
+  TinyModel m(*be, 23);
+  BeamSearchOptions o;
+  o.beam_size = 4;
+  o.n_best = 4;
+  o.max_length_a = 1.0f;
+  o.max_length_b = 3;
+  BeamSearch search(*be, m.model, o);
+  const std::vector<NBest> together = search.search(source_batch(kSources));
+  REQUIRE(together.size() == kSources.size());
+  for (size_t s = 0; s < kSources.size(); ++s) {
+    INFO("sentence " << s);
+    check_same_nbest(together[s], search.search(source_batch({kSources[s]})).at(0));
+  }
+
+  SECTION("done sentences leaving the batch change nothing") {
+    o.shrink_batch = false;
+    const std::vector<NBest> kept = BeamSearch(*be, m.model, o).search(source_batch(kSources));
+    for (size_t s = 0; s < kSources.size(); ++s) {
+      INFO("sentence " << s);
+      check_same_nbest(together[s], kept[s]);
+    }
+  }
+}
+
+TEST_CASE("decode beam search: n-best lists are sorted, distinct and scored like the forward",
+          "[decode]") {
+  auto be = tx::test::cpu_backend();
+  TinyModel m(*be, 31);
+  for (float alpha : {0.0f, 0.6f, 1.0f}) {
+    INFO("alpha " << alpha);
+    BeamSearchOptions o;
+    o.beam_size = 6;
+    o.n_best = 5;
+    o.length_penalty = alpha;
+    const std::vector<NBest> found = BeamSearch(*be, m.model, o).search(source_batch(kSources));
+    for (size_t s = 0; s < kSources.size(); ++s) {
+      INFO("sentence " << s);
+      const NBest& nb = found[s];
+      REQUIRE(nb.size() == 5);
+      std::set<Ids> distinct;
+      std::vector<Ids> hyps;
+      for (size_t i = 0; i < nb.size(); ++i) {
+        if (i > 0) CHECK(nb[i - 1].score >= nb[i].score);
+        CHECK(distinct.insert(nb[i].ids).second);
+        CHECK(std::find(nb[i].ids.begin(), nb[i].ids.end(), kEos) == nb[i].ids.end());
+        CHECK(nb[i].score ==
+              Approx(normalised(nb[i].log_prob, nb[i].ids.size(), alpha)).margin(1e-5));
+        hyps.push_back(nb[i].ids);
+      }
+      const std::vector<double> exact = rescore(*be, m.model, kSources[s], hyps);
+      for (size_t i = 0; i < nb.size(); ++i) CHECK(nb[i].log_prob == Approx(exact[i]).margin(1e-4));
+    }
+  }
+}
+
+TEST_CASE("decode beam search: maximum and minimum output lengths hold, unk can be forbidden",
+          "[decode]") {
+  auto be = tx::test::cpu_backend();
+  TinyModel m(*be, 41);
+  BeamSearchOptions o;
+  o.beam_size = 3;
+  o.n_best = 3;
+  o.max_length_a = 0.5f;
+  o.max_length_b = 1;
+  o.allow_unk = false;
+  BeamSearch search(*be, m.model, o);
+  const std::vector<NBest> found = search.search(source_batch(kSources));
+  for (size_t s = 0; s < kSources.size(); ++s) {
+    INFO("sentence " << s);
+    const auto limit = static_cast<size_t>(std::floor(0.5 * double(kSources[s].size())) + 1);
+    CHECK(search.max_output_length(static_cast<int64_t>(kSources[s].size())) == int64_t(limit));
+    for (const Hypothesis& h : found[s]) {
+      CHECK(h.ids.size() <= limit);
+      CHECK(std::count(h.ids.begin(), h.ids.end(), Vocab::kUnkId) == 0);
+    }
+  }
+
+  // min_length == max length: every hypothesis has exactly that many tokens.
+  o.max_length_a = 0;
+  o.max_length_b = 4;
+  o.min_length = 4;
+  for (const NBest& nb : BeamSearch(*be, m.model, o).search(source_batch(kSources))) {
+    CHECK(nb.size() == 3);
+    for (const Hypothesis& h : nb) CHECK(h.ids.size() == 4);
+  }
+
+  // The model's positional range caps the length.
+  CHECK(search.max_output_length(100000) == m.model.config().max_length - 1);
+}
+
+TEST_CASE("decode beam search: invalid options name the flag", "[decode]") {
+  auto be = tx::test::cpu_backend();
+  TinyModel m(*be);
+  BeamSearchOptions o;
+  o.beam_size = 2;
+  o.n_best = 3;
+  CHECK_THROWS_WITH(BeamSearch(*be, m.model, o), Catch::Contains("--n-best"));
+  o.n_best = 1;
+  o.beam_size = 0;
+  CHECK_THROWS_WITH(BeamSearch(*be, m.model, o), Catch::Contains("--beam-size"));
+}
+
+namespace {
+
+// A vocabulary trained on a small generated corpus, and a random model over it.
+struct TinyTranslator {
+  TinyTranslator() {
+    const std::vector<std::string> words = {"das",   "Haus",    "ist", "klein", "der",  "Hund",
+                                            "läuft", "schnell", "ein", "Baum",  "grün", "alt"};
+    std::string text;
+    tx::Rng rng(3);
+    for (int i = 0; i < 200; ++i) {
+      const int n = 1 + static_cast<int>(rng.uniform() * 6);
+      for (int w = 0; w < n; ++w)
+        text += (w ? " " : "") + words[static_cast<size_t>(rng.uniform() * words.size())];
+      text += "\n";
+    }
+    std::ofstream(dir.file("corpus.txt")) << text;
+    tx::data::VocabTrainOptions vo;
+    vo.inputs = {dir.file("corpus.txt")};
+    vo.prefix = dir.file("vocab");
+    vo.vocab_size = 40;
+    vo.hard_vocab_limit = false;
+    vocab = std::make_unique<Vocab>(tx::data::train_vocab(vo).model_path);
+    be = tx::test::cpu_backend();
+    model = std::make_unique<TinyModel>(*be, 7, vocab->size());
+  }
+  tx::test::TempDir dir;
+  std::unique_ptr<Vocab> vocab;
+  std::unique_ptr<tx::Backend> be;
+  std::unique_ptr<TinyModel> model;
+};
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("decode translator: one output per input line in input order, n-best indices",
+          "[decode]") {
+  TinyTranslator t;
+  const std::vector<std::string> input = {"das Haus ist klein",
+                                          "",
+                                          "der Hund",
+                                          "ein grün Baum ist alt und das Haus läuft schnell",
+                                          "alt",
+                                          "",
+                                          "das",
+                                          "der Hund läuft schnell",
+                                          "grün"};
+  std::string text;
+  for (const std::string& l : input) text += l + "\n";
+  tx::decode::TranslatorOptions o;
+  o.search.beam_size = 3;
+  o.batching.max_tokens = 12;
+  o.batching.window = 4;
+
+  SECTION("1-best: one line each, empty lines stay empty, as translate_lines") {
+    tx::decode::Translator tr(*t.be, t.model->model, *t.vocab, *t.vocab, o);
+    std::istringstream in(text);
+    std::ostringstream out;
+    CHECK(tr.translate_stream(in, out) == int64_t(input.size()));
+    const std::vector<std::string> lines = split_lines(out.str());
+    REQUIRE(lines.size() == input.size());
+    CHECK(lines[1].empty());
+    CHECK(lines[5].empty());
+    CHECK(tr.translate_lines(input) == lines);
+  }
+  SECTION("n-best: every index in order, n entries per non-empty line") {
+    o.search.n_best = 3;
+    tx::decode::Translator tr(*t.be, t.model->model, *t.vocab, *t.vocab, o);
+    std::istringstream in(text);
+    std::ostringstream out;
+    tr.translate_stream(in, out);
+    std::vector<int64_t> indices;
+    for (const std::string& line : split_lines(out.str())) {
+      const size_t bar = line.find(" ||| ");
+      REQUIRE(bar != std::string::npos);
+      REQUIRE(line.find(" ||| F0= ") != std::string::npos);
+      indices.push_back(std::stoll(line.substr(0, bar)));
+    }
+    std::vector<int64_t> want;
+    for (int64_t i = 0; i < int64_t(input.size()); ++i)
+      want.insert(want.end(), input[i].empty() ? 1 : 3, i);
+    CHECK(indices == want);
+    CHECK(split_lines(out.str())[3] == "1 |||  ||| F0= 0 ||| 0");
+  }
+}
