@@ -1,0 +1,108 @@
+// The one translation unit that includes CLI11 (about 7 s to compile): the registry's rows
+// become CLI11 flags here, and the flags given become a JSON object for resolve_options.
+#include "common/command_line.h"
+
+#include <CLI/CLI.hpp>
+#include <deque>
+
+namespace tx::app {
+namespace {
+
+using nlohmann::json;
+
+// Where CLI11 stores one flag's value; only the member of the row's type is used.
+struct Slot {
+  const OptionSpec* spec = nullptr;
+  CLI::Option* option = nullptr;
+  bool flag = false;
+  int64_t integer = 0;
+  double number = 0;
+  std::string text;
+  std::vector<std::string> list;
+
+  json value() const {
+    switch (spec->type) {
+      case OptionType::flag:
+        return flag;
+      case OptionType::integer:
+        return integer;
+      case OptionType::number:
+        return number;
+      case OptionType::text:
+        return text;
+      case OptionType::list:
+        return list;
+    }
+    return json();
+  }
+};
+
+// CLI11's spelling of the names: "-o,--output", "--inputs,inputs" (bare arguments too).
+std::string cli_names(const OptionSpec& s) {
+  std::string names = "--" + s.name;
+  if (!s.short_name.empty()) names = "-" + s.short_name + "," + names;
+  if (s.positional) names += "," + s.name;
+  return names;
+}
+
+CLI::Option* add(CLI::App& app, Slot& slot) {
+  const OptionSpec& s = *slot.spec;
+  const std::string names = cli_names(s);
+  switch (s.type) {
+    case OptionType::flag:
+      return app.add_flag(names, slot.flag, s.help);
+    case OptionType::integer:
+      return app.add_option(names, slot.integer, s.help);
+    case OptionType::number:
+      return app.add_option(names, slot.number, s.help);
+    case OptionType::text:
+      return app.add_option(names, slot.text, s.help);
+    case OptionType::list:
+      return app.add_option(names, slot.list, s.help);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+ParseResult parse_command_line(Program program, const std::string& description, int argc,
+                               const char* const argv[]) {
+  const std::string name = program_name(program);
+  CLI::App app(description, name);
+  std::string config_path;
+  bool dump = false;
+  app.add_option("--config", config_path,
+                 "Read options from a JSON file (keys are flag names); flags given here win")
+      ->group("General");
+  app.add_flag("--dump-config", dump, "Print the resolved options as JSON on stdout and exit")
+      ->group("General");
+
+  std::deque<Slot> slots;  // a deque: CLI11 keeps pointers into the slots
+  for (const OptionSpec* s : options_of(program)) {
+    Slot& slot = slots.emplace_back();
+    slot.spec = s;
+    slot.option = add(app, slot);
+    slot.option->group(s->group);
+    // CLI11 only shows the default in --help; resolve_options applies it.
+    if (!s->default_value.is_null())
+      slot.option->default_str(s->default_value.is_string() ? s->default_value.get<std::string>()
+                                                            : s->default_value.dump());
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    return {true, app.help(), Options(program)};
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(str(e.what(), "; run '", name, " --help' for the options"));
+  }
+
+  json given = json::object();
+  for (const Slot& s : slots)
+    if (s.option->count() > 0) given[s.spec->name] = s.value();
+  Options options = resolve_options(program, config_path, given, /*check_required=*/!dump);
+  if (dump) return {true, options.values().dump(2) + "\n", options};
+  return {false, "", options};
+}
+
+}  // namespace tx::app

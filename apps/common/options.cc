@@ -1,0 +1,226 @@
+// Options: typed values keyed by option name, and the order in which defaults, the --task
+// preset, the --config file and the command line override each other.
+#include "common/options.h"
+
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace tx::app {
+namespace {
+
+using nlohmann::json;
+
+const char* type_text(OptionType type) {
+  switch (type) {
+    case OptionType::flag:
+      return "true or false";
+    case OptionType::integer:
+      return "an integer";
+    case OptionType::number:
+      return "a number";
+    case OptionType::text:
+      return "a string";
+    case OptionType::list:
+      return "a list of strings";
+  }
+  return "?";
+}
+
+// `v` converted to the option's type (an integer is a fine number), or null when it is not.
+json typed(const OptionSpec& spec, const json& v) {
+  switch (spec.type) {
+    case OptionType::flag:
+      return v.is_boolean() ? v : json();
+    case OptionType::integer:
+      if (v.is_number_unsigned())
+        return v.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max()) ? v : json();
+      return v.is_number_integer() ? v : json();
+    case OptionType::number:
+      return v.is_number() ? json(v.get<double>()) : json();
+    case OptionType::text:
+      return v.is_string() ? v : json();
+    case OptionType::list:
+      if (!v.is_array()) return json();
+      for (const json& item : v)
+        if (!item.is_string()) return json();
+      return v;
+  }
+  return json();
+}
+
+}  // namespace
+
+const char* program_name(Program program) {
+  switch (program) {
+    case kTrain:
+      return "tx-train";
+    case kTranslate:
+      return "tx-translate";
+    case kScore:
+      return "tx-score";
+    case kAverage:
+      return "tx-average";
+  }
+  return "tx";
+}
+
+std::vector<const OptionSpec*> options_of(Program program) {
+  std::vector<const OptionSpec*> out;
+  for (const OptionSpec& s : option_registry())
+    if (s.programs & program) out.push_back(&s);
+  return out;
+}
+
+Options::Options(Program program) : program_(program) {
+  for (const OptionSpec* s : options_of(program))
+    if (!s->default_value.is_null()) values_[s->name] = s->default_value;
+}
+
+const OptionSpec& Options::spec(const std::string& name) const {
+  for (const OptionSpec* s : options_of(program_))
+    if (s->name == name) return *s;
+  // A program asking for an option it does not declare is a bug in the program, not the user's.
+  throw Error(str(program_name(program_), " does not declare option '", name,
+                  "'; add it to the table in apps/common/option_table.cc"));
+}
+
+void Options::set(const std::string& name, const json& value, const std::string& source) {
+  const OptionSpec& s = spec(name);
+  json v = typed(s, value);
+  if (v.is_null())
+    throw UsageError(str(source, ": expected ", type_text(s.type), ", got ", value.dump()));
+  if (s.check) {
+    const std::string problem = s.check(v);
+    if (!problem.empty()) throw UsageError(str(source, ": ", v.dump(), " ", problem));
+  }
+  values_[name] = std::move(v);
+}
+
+void Options::apply_preset(const std::string& task, const std::string& source) {
+  io::ModelConfig preset;
+  try {
+    preset = io::ModelConfig::preset(task);
+  } catch (const Error& e) {
+    throw UsageError(str(source, ": ", e.what()));
+  }
+  const json j = preset.to_json();
+  for (const OptionSpec* s : options_of(program_))
+    if (!s->model_key.empty()) values_[s->name] = j.at(s->model_key);
+}
+
+void Options::check_required() const {
+  for (const OptionSpec* s : options_of(program_)) {
+    if (!(s->required & program_) || has(s->name)) continue;
+    throw UsageError(str("--", s->name, " is required; give it on the command line or in --config",
+                         " (see '", program_name(program_), " --help')"));
+  }
+}
+
+bool Options::declares(const std::string& name) const {
+  for (const OptionSpec* s : options_of(program_))
+    if (s->name == name) return true;
+  return false;
+}
+
+bool Options::has(const std::string& name) const {
+  spec(name);
+  return values_.contains(name);
+}
+
+const json& Options::value(const std::string& name) const {
+  spec(name);
+  auto it = values_.find(name);
+  TX_CHECK(it != values_.end(), "option --", name, " has no value; give it or make it required");
+  return *it;
+}
+
+bool Options::flag(const std::string& name) const {
+  return value(name).get<bool>();
+}
+int64_t Options::integer(const std::string& name) const {
+  return value(name).get<int64_t>();
+}
+double Options::number(const std::string& name) const {
+  return value(name).get<double>();
+}
+std::string Options::text(const std::string& name) const {
+  return value(name).get<std::string>();
+}
+std::vector<std::string> Options::list(const std::string& name) const {
+  return value(name).get<std::vector<std::string>>();
+}
+
+LogLevel Options::log_level() const {
+  if (flag("quiet")) return LogLevel::quiet;
+  return flag("verbose") ? LogLevel::verbose : LogLevel::normal;
+}
+
+io::ModelConfig Options::model_config() const {
+  json j = json::object();
+  for (const OptionSpec* s : options_of(program_))
+    if (!s->model_key.empty()) j[s->model_key] = value(s->name);
+  io::ModelConfig c;
+  c.update(j, "model options");
+  c.validate(/*require_vocab=*/false, "model options");
+  return c;
+}
+
+json read_config_file(const std::string& path, Program program) {
+  const std::string where = str("--config '", path, "'");
+  std::ifstream in(path);
+  if (!in) throw UsageError(str(where, ": cannot open the file; check the path"));
+  std::stringstream text;
+  text << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(text.str());
+  } catch (const json::parse_error& e) {
+    throw UsageError(str(where, ": not valid JSON (", e.what(), "); fix the file"));
+  }
+  if (!j.is_object())
+    throw UsageError(str(where, ": expected a JSON object of option names and values"));
+  for (const auto& item : j.items()) {
+    bool known = false;
+    for (const OptionSpec* s : options_of(program)) known = known || s->name == item.key();
+    if (!known)
+      throw UsageError(str(where, ": '", item.key(), "' is not an option of ",
+                           program_name(program),
+                           "; check the spelling (keys are flag names "
+                           "without '--'; see --help or --dump-config)"));
+  }
+  return j;
+}
+
+Options resolve_options(Program program, const std::string& config_path, const json& command_line,
+                        bool check_required) {
+  Options o(program);
+  const json file = config_path.empty() ? json::object() : read_config_file(config_path, program);
+  const std::string file_source = str("--config '", config_path, "'");
+
+  // The preset first, so that the file's and the command line's model values override it.
+  if (o.declares("task")) {
+    if (command_line.contains("task"))
+      o.set("task", command_line["task"], "--task");
+    else if (file.contains("task"))
+      o.set("task", file["task"], str(file_source, ": 'task'"));
+    o.apply_preset(o.text("task"), "--task");
+  }
+  for (const auto& [name, value] : file.items())
+    o.set(name, value, str(file_source, ": '", name, "'"));
+  for (const auto& [name, value] : command_line.items()) o.set(name, value, "--" + name);
+
+  if (o.declares("quiet") && o.flag("quiet") && o.flag("verbose"))
+    throw UsageError("--quiet and --verbose contradict each other; give one of them");
+  if (o.declares("task")) {
+    try {
+      o.model_config();
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
+  }
+  if (check_required) o.check_required();
+  return o;
+}
+
+}  // namespace tx::app

@@ -1,0 +1,28 @@
+// main() for every tx program: one error line on stderr and a documented exit code, never a
+// stack trace or a partial output on stdout.
+#include <cstdio>
+
+#include "common/command_line.h"
+
+namespace tx::app {
+
+int run_main(Program program, const std::string& description, int argc, char** argv,
+             const std::function<int(const Options&)>& body) {
+  const char* name = program_name(program);
+  try {
+    ParseResult parsed = parse_command_line(program, description, argc, argv);
+    if (parsed.finished) {
+      std::fputs(parsed.text.c_str(), stdout);
+      return 0;
+    }
+    return body(parsed.options);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "%s: error: %s\n", name, e.what());
+    return 2;
+  } catch (const std::exception& e) {  // tx::Error, and std::bad_alloc and the like
+    std::fprintf(stderr, "%s: error: %s\n", name, e.what());
+    return 1;
+  }
+}
+
+}  // namespace tx::app

@@ -1,0 +1,143 @@
+#include "train/average.h"
+
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/model_config.h"
+#include "io/safetensors.h"
+#include "train/checkpoint.h"
+
+namespace tx::train {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+bool is_optimiser_state(const std::string& name) {
+  return name.compare(0, std::strlen("adam."), "adam.") == 0;
+}
+
+// Two spellings of one file (relative, "..", symlinks, hard links) count as the same.
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  if (fs::equivalent(a, b, ec)) return true;
+  fs::path ca = fs::weakly_canonical(a, ec);
+  if (ec) return false;
+  fs::path cb = fs::weakly_canonical(b, ec);
+  return !ec && ca == cb;
+}
+
+io::ModelConfig config_of(const io::SafetensorsReader& reader) {
+  auto it = reader.metadata().find(io::kModelConfigKey);
+  TX_CHECK(it != reader.metadata().end(), "checkpoint '", reader.path(), "' has no '",
+           io::kModelConfigKey,
+           "' in its metadata, so it is not a tx model; average checkpoints written by tx-train");
+  return io::ModelConfig::from_json_string(it->second, str("checkpoint '", reader.path(), "'"));
+}
+
+// "d_model 512 vs 1024, heads 8 vs 16": the fields in which two configs differ.
+std::string config_difference(const io::ModelConfig& a, const io::ModelConfig& b) {
+  const json ja = a.to_json(), jb = b.to_json();
+  std::string out;
+  for (const auto& [key, value] : ja.items()) {
+    if (jb.at(key) == value) continue;
+    if (!out.empty()) out += ", ";
+    out += str(key, " ", value.dump(), " vs ", jb.at(key).dump());
+  }
+  return out;
+}
+
+// The parameter tensors of `reader`, in file order.
+std::vector<const io::TensorEntry*> parameters_of(const io::SafetensorsReader& reader,
+                                                  size_t* skipped) {
+  std::vector<const io::TensorEntry*> out;
+  for (const io::TensorEntry& e : reader.entries()) {
+    if (is_optimiser_state(e.name))
+      ++*skipped;
+    else
+      out.push_back(&e);
+  }
+  return out;
+}
+
+// Requires `other` to hold exactly the parameters of `first`, with the same shapes and dtypes.
+void check_same_tensors(const io::SafetensorsReader& first,
+                        const std::vector<const io::TensorEntry*>& params,
+                        const io::SafetensorsReader& other,
+                        const std::vector<const io::TensorEntry*>& other_params) {
+  const std::string fix = "; average checkpoints of one model (one training run)";
+  for (const io::TensorEntry* e : params) {
+    const io::TensorEntry* o = other.find(e->name);
+    TX_CHECK(o != nullptr, "checkpoint '", other.path(), "' has no tensor '", e->name, "', which '",
+             first.path(), "' has", fix);
+    TX_CHECK(o->shape == e->shape, "checkpoint '", other.path(), "': tensor '", e->name,
+             "' has shape ", o->shape.str(), " but ", e->shape.str(), " in '", first.path(), "'",
+             fix);
+    TX_CHECK(o->dtype == e->dtype, "checkpoint '", other.path(), "': tensor '", e->name, "' is ",
+             name_of(o->dtype), " but ", name_of(e->dtype), " in '", first.path(), "'", fix,
+             ", or convert them to one dtype");
+  }
+  if (other_params.size() == params.size()) return;
+  for (const io::TensorEntry* o : other_params)
+    TX_CHECK(first.find(o->name) != nullptr, "checkpoint '", other.path(), "' has tensor '",
+             o->name, "', which '", first.path(), "' lacks", fix);
+}
+
+}  // namespace
+
+AverageSummary average_checkpoints(const std::vector<std::string>& inputs,
+                                   const std::string& output) {
+  TX_CHECK(!inputs.empty(), "no checkpoints to average; name one or more input files");
+  for (const std::string& in : inputs)
+    TX_CHECK(!same_file(in, output), "the output '", output, "' is the input '", in,
+             "'; write the average to a new file");
+
+  // Every header is read and checked before any tensor data: a mismatch costs no time.
+  std::vector<std::unique_ptr<io::SafetensorsReader>> readers;
+  for (const std::string& in : inputs)
+    readers.push_back(std::make_unique<io::SafetensorsReader>(in));
+  const io::SafetensorsReader& first = *readers[0];
+  const io::ModelConfig config = config_of(first);
+
+  AverageSummary summary;
+  summary.inputs = inputs.size();
+  const std::vector<const io::TensorEntry*> params = parameters_of(first, &summary.skipped_tensors);
+  TX_CHECK(!params.empty(), "checkpoint '", first.path(),
+           "' holds no parameters; average model files or training checkpoints");
+  for (size_t i = 1; i < readers.size(); ++i) {
+    const io::SafetensorsReader& r = *readers[i];
+    const io::ModelConfig c = config_of(r);
+    TX_CHECK(c == config, "checkpoint '", r.path(), "' has another model config than '",
+             first.path(), "' (", config_difference(config, c),
+             "); average checkpoints of one model (one training run)");
+    check_same_tensors(first, params, r, parameters_of(r, &summary.skipped_tensors));
+  }
+  for (const io::TensorEntry* e : params)
+    TX_CHECK(e->dtype != DType::i32, "checkpoint '", first.path(), "': tensor '", e->name,
+             "' is i32; only floating-point parameters can be averaged");
+
+  io::TensorFile out;
+  out.metadata[kFormatKey] = "model";
+  out.metadata[io::kModelConfigKey] = config.to_json_string();
+  out.metadata["tx.averaged_from"] = json(inputs).dump();
+  const double scale = 1.0 / static_cast<double>(inputs.size());
+  for (const io::TensorEntry* e : params) {
+    std::vector<double> sum(static_cast<size_t>(e->shape.numel()), 0.0);
+    for (auto& reader : readers) {
+      const std::vector<float> values = reader->read(e->name).to_floats();
+      for (size_t k = 0; k < sum.size(); ++k) sum[k] += values[k];
+    }
+    std::vector<float> mean(sum.size());
+    for (size_t k = 0; k < sum.size(); ++k) mean[k] = static_cast<float>(sum[k] * scale);
+    out.add(io::NamedTensor::from_floats(e->name, e->dtype, e->shape, mean));
+    ++summary.tensors;
+    summary.parameters += e->shape.numel();
+  }
+  io::write_safetensors(output, out);
+  return summary;
+}
+
+}  // namespace tx::train

@@ -1,0 +1,182 @@
+// apps/common: the option registry, the order of defaults < --task < --config < flags,
+// --dump-config read back by --config, and one clear UsageError per mistake.
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <set>
+
+#include "common/command_line.h"
+#include "train_tiny.h"
+
+using Catch::Contains;
+using nlohmann::json;
+using tx::app::kAverage;
+using tx::app::kTrain;
+using tx::app::Options;
+using tx::app::UsageError;
+
+namespace {
+
+tx::app::ParseResult parse(tx::app::Program program, std::vector<std::string> args) {
+  args.insert(args.begin(), tx::app::program_name(program));
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  return tx::app::parse_command_line(program, "test", int(argv.size()), argv.data());
+}
+
+Options options(tx::app::Program program, std::vector<std::string> args) {
+  tx::app::ParseResult r = parse(program, std::move(args));
+  REQUIRE_FALSE(r.finished);
+  return r.options;
+}
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+}  // namespace
+
+TEST_CASE("options: every registry row is complete and its name unique", "[options]") {
+  std::set<std::string> names, model_keys;
+  for (const tx::app::OptionSpec& s : tx::app::option_registry()) {
+    INFO(s.name);
+    CHECK(names.insert(s.name).second);
+    CHECK_FALSE(s.help.empty());
+    CHECK_FALSE(s.group.empty());
+    CHECK(s.programs != 0);
+    CHECK((s.required & ~s.programs) == 0);
+    if (!s.model_key.empty()) model_keys.insert(s.model_key);
+  }
+  // Every architecture and regularisation field of ModelConfig has its flag; vocabulary sizes
+  // come from the vocabularies, not from flags.
+  const json config = tx::io::ModelConfig().to_json();
+  for (const auto& item : config.items())
+    if (item.key().find("vocab_size") == std::string::npos) CHECK(model_keys.count(item.key()));
+}
+
+TEST_CASE("options: defaults are transformer-base and the common flags", "[options]") {
+  Options o = options(kTrain, {});
+  CHECK(o.text("device") == "cpu");
+  CHECK(o.integer("cpu-threads") == 0);
+  CHECK(o.integer("seed") == 1);
+  CHECK(o.log_level() == tx::app::LogLevel::normal);
+  CHECK(o.text("task") == "transformer-base");
+  CHECK(o.model_config() == tx::io::ModelConfig::preset("transformer-base"));
+  CHECK(options(kTrain, {"--quiet"}).log_level() == tx::app::LogLevel::quiet);
+  CHECK(options(kTrain, {"--verbose"}).log_level() == tx::app::LogLevel::verbose);
+}
+
+TEST_CASE("options: --task presets are overridable flag by flag", "[options]") {
+  Options big = options(kTrain, {"--task", "transformer-big"});
+  CHECK(big.model_config() == tx::io::ModelConfig::preset("transformer-big"));
+  CHECK(big.integer("d-model") == 1024);
+  CHECK(big.number("dropout") == 0.3);
+
+  Options o = options(kTrain, {"--d-model", "2048", "--task", "transformer-big", "--dropout", "0.2",
+                               "--tied-embeddings", "decoder", "--pre-norm", "--device", "cuda:1",
+                               "--cpu-threads", "2", "--seed", "7"});
+  tx::io::ModelConfig want = tx::io::ModelConfig::preset("transformer-big");
+  want.d_model = 2048;
+  want.dropout = 0.2f;
+  want.tied_embeddings = tx::io::TiedEmbeddings::decoder;
+  want.pre_norm = true;
+  CHECK(o.model_config() == want);
+  CHECK(o.text("device") == "cuda:1");
+  CHECK(o.integer("cpu-threads") == 2);
+  CHECK(o.integer("seed") == 7);
+  CHECK_FALSE(options(kTrain, {"--pre-norm=false"}).flag("pre-norm"));
+}
+
+TEST_CASE("options: --config values sit between the preset and the command line", "[options]") {
+  tx::test::TempDir dir;
+  const std::string path = dir.file("run.json");
+  write(path, R"({"task": "transformer-big", "heads": 8, "seed": 5, "device": "cuda"})");
+
+  Options o = options(kTrain, {"--config", path});
+  CHECK(o.integer("d-model") == 1024);  // the file's task
+  CHECK(o.integer("heads") == 8);       // the file over its preset
+  CHECK(o.integer("seed") == 5);
+  CHECK(o.text("device") == "cuda");
+
+  Options cli = options(kTrain, {"--config", path, "--heads", "4", "--task", "transformer-base"});
+  CHECK(cli.integer("heads") == 4);      // the command line over the file
+  CHECK(cli.integer("d-model") == 512);  // the command line's task over the file's
+  CHECK(cli.integer("seed") == 5);
+}
+
+TEST_CASE("options: --dump-config prints JSON that --config reads back to the same options",
+          "[options]") {
+  tx::test::TempDir dir;
+  tx::app::ParseResult dumped =
+      parse(kTrain, {"--task", "transformer-big", "--heads", "32", "--seed", "3", "--dump-config"});
+  REQUIRE(dumped.finished);
+  const json values = json::parse(dumped.text);
+  CHECK(values.at("heads") == 32);
+  CHECK(values.at("d-model") == 1024);
+  CHECK(values.at("dropout") == 0.3);  // the shortest decimal, as ModelConfig writes it
+  CHECK_FALSE(values.contains("config"));
+  CHECK_FALSE(values.contains("dump-config"));
+
+  write(dir.file("dump.json"), dumped.text);
+  CHECK(options(kTrain, {"--config", dir.file("dump.json")}).values() == values);
+
+  // Required options are not needed to dump; given ones are dumped.
+  tx::app::ParseResult avg = parse(kAverage, {"-o", "out.safetensors", "a", "b", "--dump-config"});
+  REQUIRE(avg.finished);
+  CHECK(json::parse(avg.text) == json{{"inputs", {"a", "b"}},
+                                      {"output", "out.safetensors"},
+                                      {"quiet", false},
+                                      {"verbose", false}});
+  CHECK(parse(kAverage, {"--dump-config"}).finished);
+}
+
+TEST_CASE("options: --help prints the program's flags and runs nothing", "[options]") {
+  tx::app::ParseResult r = parse(kTrain, {"--help"});
+  CHECK(r.finished);
+  CHECK_THAT(r.text, Contains("--d-model") && Contains("--config") && Contains("--device"));
+  CHECK_THAT(parse(kAverage, {"--help"}).text, Contains("--output") && !Contains("--d-model"));
+}
+
+TEST_CASE("options: each mistake is one UsageError naming the flag or key and the fix",
+          "[options]") {
+  tx::test::TempDir dir;
+  auto fails = [&](tx::app::Program p, std::vector<std::string> args) {
+    try {
+      parse(p, std::move(args));
+    } catch (const UsageError& e) {
+      const std::string message = e.what();
+      CHECK(message.find('\n') == std::string::npos);
+      return message;
+    }
+    FAIL("no UsageError");
+    return std::string();
+  };
+  CHECK_THAT(fails(kTrain, {"--bogus"}), Contains("--bogus") && Contains("--help"));
+  CHECK_THAT(fails(kAverage, {"--d-model", "8"}), Contains("--d-model"));  // tx-train's only
+  CHECK_THAT(fails(kTrain, {"--d-model", "abc"}), Contains("--d-model") && Contains("abc"));
+  CHECK_THAT(fails(kTrain, {"--d-model", "0"}), Contains("--d-model") && Contains("positive"));
+  CHECK_THAT(fails(kTrain, {"--dropout", "1.5"}), Contains("--dropout") && Contains("[0, 1)"));
+  CHECK_THAT(fails(kTrain, {"--device", "gpu"}), Contains("--device") && Contains("cuda:N"));
+  CHECK_THAT(fails(kTrain, {"--device", "cuda:x"}), Contains("--device"));
+  CHECK_THAT(fails(kTrain, {"--cpu-threads", "-1"}), Contains("--cpu-threads"));
+  CHECK_THAT(fails(kTrain, {"--task", "transformer-huge"}),
+             Contains("--task") && Contains("transformer-big"));
+  CHECK_THAT(fails(kTrain, {"--tied-embeddings", "some"}), Contains("none, decoder, all"));
+  CHECK_THAT(fails(kTrain, {"--heads", "7"}), Contains("heads") && Contains("divide"));
+  CHECK_THAT(fails(kTrain, {"--quiet", "--verbose"}), Contains("--quiet"));
+  CHECK_THAT(fails(kAverage, {"a", "b"}), Contains("--output is required"));
+  CHECK_THAT(fails(kAverage, {"-o", "out"}), Contains("--inputs is required"));
+
+  const std::string missing = dir.file("missing.json");
+  CHECK_THAT(fails(kTrain, {"--config", missing}), Contains(missing));
+  write(dir.file("bad.json"), "{\"heads\": 8,");
+  CHECK_THAT(fails(kTrain, {"--config", dir.file("bad.json")}),
+             Contains("bad.json") && Contains("not valid JSON"));
+  write(dir.file("list.json"), "[1, 2]");
+  CHECK_THAT(fails(kTrain, {"--config", dir.file("list.json")}), Contains("JSON object"));
+  write(dir.file("key.json"), R"({"d_model": 512})");
+  CHECK_THAT(fails(kTrain, {"--config", dir.file("key.json")}),
+             Contains("key.json") && Contains("'d_model' is not an option of tx-train"));
+  write(dir.file("type.json"), R"({"heads": "8"})");
+  CHECK_THAT(fails(kTrain, {"--config", dir.file("type.json")}),
+             Contains("type.json") && Contains("'heads'") && Contains("integer"));
+}
