@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "common/options.h"
+#include "train/lr_schedule.h"
 
 namespace tx::app {
 namespace {
@@ -116,6 +117,142 @@ std::vector<OptionSpec> make_registry() {
   t.push_back(
       model_option("max-length", "max_length", "Longest sequence the positions cover", positive));
   t.push_back(model_option("norm-eps", "norm_eps", "LayerNorm epsilon", positive));
+
+  // tx-translate and tx-score (Marian's names where Marian has the option).
+  const std::string model_files = "Model files", search = "Search", batching = "Batching",
+                    metrics = "Metrics", scoring = "Model scoring";
+  auto at_least_zero = [](const json& v) {
+    return std::isfinite(v.get<double>()) && v.get<double>() >= 0 ? "" : "must be 0 or more";
+  };
+  OptionSpec model = option("model", OptionType::text, nullptr,
+                            "Model file (.safetensors) to run; its config is in the file "
+                            "(tx-train: the model directory)",
+                            kTranslate | kScore | kTrain, model_files);
+  model.short_name = "m";
+  model.required = kTranslate;  // tx-train checks its own (its tests parse without)
+  t.push_back(model);
+  OptionSpec vocabs = option("vocabs", OptionType::list, nullptr,
+                             "SentencePiece vocabularies: source then target, or one joint",
+                             kTranslate | kScore | kTrain, model_files);
+  vocabs.short_name = "v";
+  vocabs.required = kTranslate;
+  t.push_back(vocabs);
+  OptionSpec input =
+      option("input", OptionType::text, "-", "Input text file (tx-score: hypotheses); - is stdin",
+             kTranslate | kScore, general);
+  input.short_name = "i";
+  t.push_back(input);
+  OptionSpec beam = option("beam-size", OptionType::integer, 5, "Beam size; 1 is greedy search",
+                           kTranslate | kTrain, search, positive);
+  beam.short_name = "b";
+  t.push_back(beam);
+  t.push_back(option("n-best", OptionType::integer, 1,
+                     "Hypotheses per line (<= --beam-size); above 1 prints Marian's n-best "
+                     "format 'i ||| text ||| F0= log-prob ||| score'",
+                     kTranslate, search, positive));
+  OptionSpec normalize = option("normalize", OptionType::number, 0.0,
+                                "Length normalisation: score = log-prob / length^ALPHA (length "
+                                "counts eos); 0 is the plain log-prob",
+                                kTranslate | kScore, search, at_least_zero);
+  normalize.short_name = "n";
+  t.push_back(normalize);
+  t.push_back(option("max-length-factor", OptionType::number, 1.5,
+                     "Output tokens at most factor * source tokens + --max-length-b", kTranslate,
+                     search, at_least_zero));
+  t.push_back(option("max-length-b", OptionType::integer, 10,
+                     "Output tokens added to --max-length-factor * source tokens", kTranslate,
+                     search, non_negative));
+  t.push_back(option("max-tokens", OptionType::integer, 4096,
+                     "Padded tokens per batch (rows * longest row); a longer line gets a batch "
+                     "of its own",
+                     kTranslate | kScore | kTrain, batching, positive));
+  t.push_back(option("mini-batch", OptionType::integer, 0,
+                     "Sentences per batch at most; 0 = no cap beyond --max-tokens",
+                     kTranslate | kScore, batching, non_negative));
+  t.push_back(option("window", OptionType::integer, 1000,
+                     "Input lines read and sorted by length together; 1 = each line is "
+                     "written as soon as it is translated",
+                     kTranslate, batching, positive));
+  t.push_back(option("metrics", OptionType::list, json::array({"bleu"}),
+                     "Metrics without a model: bleu, chrf, chrf++ (comma- or space-separated)",
+                     kScore, metrics));
+  OptionSpec refs = option("references", OptionType::list, nullptr,
+                           "Reference files, one line per hypothesis (metrics)", kScore, metrics);
+  refs.short_name = "r";
+  t.push_back(refs);
+  t.push_back(option("lowercase", OptionType::flag, false,
+                     "Case-insensitive metrics (every metric, unlike sacreBLEU's -lc)", kScore,
+                     metrics));
+  t.push_back(option("tokenize", OptionType::text, "13a", "BLEU tokenizer: 13a or none", kScore,
+                     metrics, one_of({"13a", "none"})));
+  t.push_back(option("src", OptionType::text, nullptr,
+                     "Source sentences, one per line (model scoring)", kScore, scoring));
+  t.push_back(option("tgt", OptionType::text, nullptr,
+                     "Target sentences to score, one per line (model scoring)", kScore, scoring));
+
+  // tx-train (it shares model, vocabs, max-tokens and beam-size with the rows above).
+  const std::string train_data = "Training data", training = "Training",
+                    validation = "Validation";
+  t.push_back(option("train-sets", OptionType::list, nullptr,
+                     "Training corpus: SRC TGT (one sentence per line, aligned); required",
+                     kTrain, train_data));
+  t.push_back(option("valid-sets", OptionType::list, nullptr,
+                     "Validation corpus: SRC TGT (none: no validation)", kTrain, train_data));
+  t.push_back(option("dim-vocabs", OptionType::integer, 32000,
+                     "Pieces of each vocabulary trained on the fly (fewer on a small corpus)",
+                     kTrain, train_data, positive));
+  t.push_back(option("max-sentences", OptionType::integer, 0,
+                     "Sentences per batch at most; 0 = no cap", kTrain, train_data, non_negative));
+  t.push_back(option("maxi-batch", OptionType::integer, 100,
+                     "Batches' worth of sentences sorted by length together; 0 = whole corpus",
+                     kTrain, train_data, non_negative));
+  t.push_back(option("lr-schedule", OptionType::text, "transformer",
+                     "Learning-rate schedule: transformer (the paper's), inverse-sqrt "
+                     "(fairseq's) or constant",
+                     kTrain, training, one_of(train::LrSchedule::names())));
+  t.push_back(option("learn-rate", OptionType::number, 5e-4,
+                     "Peak rate (inverse-sqrt) or the rate (constant); transformer ignores it",
+                     kTrain, training, positive));
+  t.push_back(option("lr-warmup", OptionType::integer, 4000,
+                     "Warm-up updates (transformer, inverse-sqrt)", kTrain, training, positive));
+  t.push_back(option("lr-factor", OptionType::number, 1.0,
+                     "transformer: multiplies d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)",
+                     kTrain, training, positive));
+  t.push_back(option("clip-norm", OptionType::number, 0.0,
+                     "Clip the global gradient norm to this; 0 = no clipping", kTrain, training,
+                     [](const json& v) {
+                       return v.get<double>() >= 0 ? "" : "must be 0 or more";
+                     }));
+  t.push_back(option("optimizer-delay", OptionType::integer, 1,
+                     "Batches whose gradients are summed per update", kTrain, training, positive));
+  t.push_back(option("after-epochs", OptionType::integer, 0,
+                     "Stop after this many epochs; 0 = no limit", kTrain, training, non_negative));
+  t.push_back(option("after-updates", OptionType::integer, 0,
+                     "Stop after this many updates in all (a resumed run counts earlier ones); "
+                     "0 = no limit",
+                     kTrain, training, non_negative));
+  t.push_back(option("disp-freq", OptionType::integer, 1000, "Log every this many updates",
+                     kTrain, training, positive));
+  t.push_back(option("save-freq", OptionType::integer, 10000,
+                     "Save the checkpoint and model every this many updates (and at the end)",
+                     kTrain, training, positive));
+  t.push_back(option("valid-freq", OptionType::integer, 10000,
+                     "Validate every this many updates", kTrain, validation, positive));
+  t.push_back(option("valid-metrics", OptionType::list, json::array({"cross-entropy"}),
+                     "Validation metrics: cross-entropy, perplexity, bleu; the first drives "
+                     "early stopping",
+                     kTrain, validation, [](const json& v) {
+                       for (const json& m : v) {
+                         const std::string s = m.get<std::string>();
+                         if (s != "cross-entropy" && s != "perplexity" && s != "bleu")
+                           return "'" + s + "' is not one of cross-entropy, perplexity, bleu";
+                       }
+                       return v.empty() ? std::string("needs at least one metric")
+                                        : std::string();
+                     }));
+  t.push_back(option("early-stopping", OptionType::integer, 10,
+                     "Stop after this many validations without a new best; 0 = never", kTrain,
+                     validation, non_negative));
 
   OptionSpec output = option("output", OptionType::text, nullptr,
                              "Output model file (.safetensors)", kAverage, average);

@@ -1,0 +1,102 @@
+// tx-train: trains a Transformer on parallel text. The work is train::Trainer; this file maps
+// the options onto TrainerOptions.
+#include <string>
+#include <vector>
+
+#include "backend/registry.h"
+#include "common/app_log.h"
+#include "common/command_line.h"
+#include "train/trainer.h"
+
+namespace {
+
+using tx::app::Options;
+using tx::app::UsageError;
+
+// tx-train's required options are checked here rather than by the registry's `required`, so
+// that its options parse (and --dump-config works) without them.
+void require(const Options& options, const std::string& name) {
+  if (!options.has(name))
+    throw UsageError(tx::str("--", name, " is required; give it on the command line or in "
+                             "--config (see 'tx-train --help')"));
+}
+
+// A list option of exactly two files (SRC TGT).
+std::vector<std::string> pair_of(const Options& options, const std::string& name) {
+  require(options, name);
+  std::vector<std::string> v = options.list(name);
+  if (v.size() != 2)
+    throw UsageError(tx::str("--", name, ": expected 2 files (source, target), got ", v.size()));
+  return v;
+}
+
+int train(const Options& options) {
+  tx::train::TrainerOptions t;
+  require(options, "model");
+  t.model_dir = options.text("model");
+  const std::vector<std::string> train_sets = pair_of(options, "train-sets");
+  t.train_src = train_sets[0];
+  t.train_tgt = train_sets[1];
+  if (options.has("valid-sets")) {
+    const std::vector<std::string> valid_sets = pair_of(options, "valid-sets");
+    t.valid_src = valid_sets[0];
+    t.valid_tgt = valid_sets[1];
+  }
+  if (options.has("vocabs")) {
+    const std::vector<std::string> vocabs = options.list("vocabs");
+    if (vocabs.empty() || vocabs.size() > 2)
+      throw UsageError(tx::str("--vocabs: expected SRC.spm TGT.spm, or one path for a joint "
+                               "vocabulary, got ",
+                               vocabs.size(), " paths"));
+    t.src_vocab = vocabs.front();
+    t.tgt_vocab = vocabs.back();
+  }
+  t.vocab_size = static_cast<int32_t>(options.integer("dim-vocabs"));
+  t.model = options.model_config();
+
+  t.max_tokens = options.integer("max-tokens");
+  t.max_sentences = options.integer("max-sentences");
+  t.maxi_batch = options.integer("maxi-batch");
+  t.lr.schedule = options.text("lr-schedule");
+  t.lr.lr = options.number("learn-rate");
+  t.lr.warmup = options.integer("lr-warmup");
+  t.lr.factor = options.number("lr-factor");
+  t.adam.clip_norm = static_cast<float>(options.number("clip-norm"));
+  t.optimizer_delay = options.integer("optimizer-delay");
+
+  t.after_epochs = options.integer("after-epochs");
+  t.after_updates = options.integer("after-updates");
+  t.disp_freq = options.integer("disp-freq");
+  t.save_freq = options.integer("save-freq");
+  t.valid_freq = options.integer("valid-freq");
+  t.valid_metrics = options.list("valid-metrics");
+  t.early_stopping = options.integer("early-stopping");
+  t.beam_size = static_cast<int>(options.integer("beam-size"));
+  t.valid_max_tokens = t.max_tokens;
+
+  t.seed = static_cast<uint64_t>(options.integer("seed"));
+  t.quiet = options.log_level() == tx::app::LogLevel::quiet;
+  t.handle_signals = true;
+
+  tx::register_builtin_backends();
+  tx::BackendOptions bo;
+  bo.threads = static_cast<int>(options.integer("cpu-threads"));
+  std::unique_ptr<tx::Backend> be = tx::create_backend(options.text("device"), bo);
+
+  tx::train::Trainer trainer(*be, t);
+  const tx::train::TrainerResult r = trainer.run();
+  tx::app::detail(options, "updates: ", r.updates, ", epochs: ", r.epochs,
+                  r.early_stopped ? ", stopped early" : "",
+                  r.interrupted ? ", interrupted" : "");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return tx::app::run_main(tx::app::kTrain,
+                           "tx-train: train a Transformer translation model on parallel text.\n"
+                           "Example: tx-train --train-sets corpus.de corpus.en --valid-sets "
+                           "dev.de dev.en --model model.de-en --after-epochs 20",
+                           argc, argv, train);
+}

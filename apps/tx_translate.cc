@@ -1,0 +1,70 @@
+// tx-translate: translates stdin (or --input) to stdout with beam search, one output line per
+// input line in input order. The work is decode::Translator; this file is the command line.
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "common/app_log.h"
+#include "common/command_line.h"
+#include "common/model_setup.h"
+#include "decode/translator.h"
+
+namespace {
+
+using tx::app::Options;
+
+tx::decode::TranslatorOptions translator_options(const Options& o) {
+  tx::decode::TranslatorOptions t;
+  t.search.beam_size = static_cast<int>(o.integer("beam-size"));
+  t.search.n_best = static_cast<int>(o.integer("n-best"));
+  t.search.length_penalty = static_cast<float>(o.number("normalize"));
+  t.search.max_length_a = static_cast<float>(o.number("max-length-factor"));
+  t.search.max_length_b = static_cast<int>(o.integer("max-length-b"));
+  t.batching.max_tokens = o.integer("max-tokens");
+  t.batching.max_sentences = o.integer("mini-batch");
+  t.batching.window = o.integer("window");
+  try {
+    t.search.validate();
+  } catch (const tx::Error& e) {  // e.g. --n-best above --beam-size: the caller's mistake
+    throw tx::app::UsageError(e.what());
+  }
+  return t;
+}
+
+int translate(const Options& options) {
+  const tx::decode::TranslatorOptions topts = translator_options(options);
+  const auto start = std::chrono::steady_clock::now();
+  tx::app::LoadedModel m(options);
+  tx::decode::Translator translator(m.backend(), m.model(), m.src_vocab(), m.tgt_vocab(), topts);
+
+  const std::string input = options.has("input") ? options.text("input") : "-";
+  std::ifstream file;
+  if (input != "-") {
+    file.open(input, std::ios::binary);
+    if (!file)
+      throw tx::Error(tx::str("cannot read input file '", input,
+                              "'; check the path, or leave out --input to read stdin"));
+  }
+  std::istream& in = input == "-" ? std::cin : file;
+  const int64_t lines =
+      translator.translate_stream(in, std::cout, input == "-" ? "<stdin>" : input);
+  std::cout.flush();
+  if (!std::cout) throw tx::Error("writing the translations to stdout failed");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  tx::app::info(options, "translated ", lines, " line", lines == 1 ? "" : "s", " in ",
+                tx::str(static_cast<int64_t>(seconds * 100) / 100.0), "s");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::ios::sync_with_stdio(false);  // stdin and stdout through iostreams only: unsynced is faster
+  return tx::app::run_main(tx::app::kTranslate,
+                           "tx-translate: translate stdin to stdout with beam search, one output "
+                           "line per input line.\nExample: tx-translate -m model.safetensors -v "
+                           "src.spm tgt.spm --beam-size 5 < input.txt > output.txt",
+                           argc, argv, translate);
+}

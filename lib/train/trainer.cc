@@ -1,0 +1,436 @@
+#include "train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "data/batcher.h"
+#include "data/corpus.h"
+#include "data/vocab.h"
+#include "data/vocab_train.h"
+#include "decode/translator.h"
+#include "graph/graph.h"
+#include "metrics/bleu.h"
+#include "metrics/read_lines.h"
+#include "nn/loss.h"
+#include "nn/param_scope.h"
+#include "nn/transformer.h"
+#include "train/checkpoint.h"
+#include "train/early_stopping.h"
+#include "train/training_state.h"
+
+namespace tx::train {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void on_stop_signal(int signal) { g_stop_signal = signal; }
+
+// Installs the SIGINT/SIGTERM handlers for the scope of a run and puts the old ones back.
+class StopSignals {
+ public:
+  explicit StopSignals(bool on) : on_(on) {
+    if (!on_) return;
+    g_stop_signal = 0;
+    struct sigaction sa = {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopSignals() {
+    if (!on_) return;
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  bool stop_requested() const { return on_ && g_stop_signal != 0; }
+
+ private:
+  bool on_;
+  struct sigaction old_int_ = {}, old_term_ = {};
+};
+
+// "32,000".
+std::string grouped(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n), out = n < 0 ? "-" : "";
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string scientific(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1e", v);
+  return buf;
+}
+
+void require_file(const std::string& path, const std::string& what) {
+  TX_CHECK(!path.empty(), what, ": no file given");
+  std::error_code ec;
+  TX_CHECK(fs::is_regular_file(path, ec), what, " '", path,
+           "' does not exist or is not a file; check the path");
+}
+
+// The vocabulary at `path`, trained there from `inputs` first when the file does not exist.
+data::Vocab vocab_at(const std::string& path, const std::vector<std::string>& inputs,
+                     const TrainerOptions& o) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    const std::string suffix = ".spm";
+    TX_CHECK(path.size() > suffix.size() &&
+                 path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0,
+             "vocabulary '", path,
+             "' does not exist and cannot be trained there: its name must end in .spm");
+    data::VocabTrainOptions vo;
+    vo.inputs = inputs;
+    vo.prefix = path.substr(0, path.size() - suffix.size());
+    vo.vocab_size = o.vocab_size;
+    vo.hard_vocab_limit = false;  // a small corpus gives a smaller vocabulary, not an error
+    vo.seed = o.seed;
+    data::VocabTrainResult r = data::train_vocab(vo);
+    if (!o.quiet)
+      log("trained vocabulary ", r.model_path, ": ", grouped(r.size), " pieces from ",
+          grouped(r.sampled), " lines");
+  }
+  return data::Vocab(path);
+}
+
+struct Validation {
+  double ce = 0;  // per target token
+  double perplexity = 0;
+  double bleu = -1;  // -1: not computed
+};
+
+}  // namespace
+
+std::string Trainer::checkpoint_path(const std::string& model_dir) {
+  return (fs::path(model_dir) / "checkpoint.safetensors").string();
+}
+std::string Trainer::model_path(const std::string& model_dir) {
+  return (fs::path(model_dir) / "model.safetensors").string();
+}
+std::string Trainer::log_path(const std::string& model_dir) {
+  return (fs::path(model_dir) / "train.log.jsonl").string();
+}
+
+Trainer::Trainer(Backend& be, TrainerOptions options) : be_(be), options_(std::move(options)) {}
+
+TrainerResult Trainer::run() {
+  const TrainerOptions& o = options_;
+  // A file-size limit must surface as a failed write (tx::Error), not kill the process.
+  std::signal(SIGXFSZ, SIG_IGN);
+
+  // ---- check the options and inputs before anything is written --------------------------------
+  TX_CHECK(!o.model_dir.empty(), "no model directory given; pass --model DIR");
+  require_file(o.train_src, "training source file (--train-sets)");
+  require_file(o.train_tgt, "training target file (--train-sets)");
+  const bool validate = !o.valid_src.empty() || !o.valid_tgt.empty();
+  if (validate) {
+    require_file(o.valid_src, "validation source file (--valid-sets)");
+    require_file(o.valid_tgt, "validation target file (--valid-sets)");
+    TX_CHECK(!o.valid_metrics.empty(), "--valid-metrics is empty; give cross-entropy, "
+                                       "perplexity or bleu");
+    for (const std::string& m : o.valid_metrics)
+      TX_CHECK(m == "cross-entropy" || m == "perplexity" || m == "bleu", "unknown validation "
+               "metric '", m, "'; use cross-entropy, perplexity or bleu");
+  }
+  TX_CHECK(o.optimizer_delay >= 1, "--optimizer-delay must be 1 or more");
+  TX_CHECK(o.disp_freq >= 1 && o.save_freq >= 1 && o.valid_freq >= 1,
+           "--disp-freq, --save-freq and --valid-freq must be 1 or more");
+  std::error_code ec;
+  fs::create_directories(o.model_dir, ec);
+  TX_CHECK(fs::is_directory(o.model_dir), "cannot create the model directory '", o.model_dir,
+           "'", ec ? ": " + ec.message() : std::string(), "; check the path and permissions");
+
+  // ---- vocabularies ----------------------------------------------------------------------------
+  std::string src_vocab_path = o.src_vocab, tgt_vocab_path = o.tgt_vocab;
+  if (src_vocab_path.empty() != tgt_vocab_path.empty())
+    throw Error("give both vocabularies (--vocabs SRC.spm TGT.spm), or one path twice for a "
+                "joint one");
+  if (src_vocab_path.empty()) {
+    const bool joint = o.model.tied_embeddings == io::TiedEmbeddings::all;
+    const fs::path dir(o.model_dir);
+    src_vocab_path = (dir / (joint ? "vocab.spm" : "vocab.src.spm")).string();
+    tgt_vocab_path = (dir / (joint ? "vocab.spm" : "vocab.tgt.spm")).string();
+  }
+  const bool joint_vocab = src_vocab_path == tgt_vocab_path;
+  std::unique_ptr<data::Vocab> src_vocab, tgt_vocab_own;
+  if (joint_vocab) {
+    src_vocab = std::make_unique<data::Vocab>(
+        vocab_at(src_vocab_path, {o.train_src, o.train_tgt}, o));
+  } else {
+    src_vocab = std::make_unique<data::Vocab>(vocab_at(src_vocab_path, {o.train_src}, o));
+    tgt_vocab_own = std::make_unique<data::Vocab>(vocab_at(tgt_vocab_path, {o.train_tgt}, o));
+  }
+  const data::Vocab& tgt_vocab = joint_vocab ? *src_vocab : *tgt_vocab_own;
+
+  // ---- model config -------------------------------------------------------------------------
+  io::ModelConfig config = o.model;
+  config.src_vocab_size = src_vocab->size();
+  config.tgt_vocab_size = tgt_vocab.size();
+  TX_CHECK(config.tied_embeddings != io::TiedEmbeddings::all || joint_vocab,
+           "--tied-embeddings all needs one joint vocabulary: give one path twice in --vocabs "
+           "(or none), or use --tied-embeddings decoder or none");
+  config.validate(true, "the model options");
+
+  // ---- data ---------------------------------------------------------------------------------
+  data::CorpusOptions corpus_options;
+  corpus_options.max_src_tokens = corpus_options.max_tgt_tokens = config.max_length - 1;
+  const data::ParallelCorpus corpus =
+      data::load_parallel_corpus(o.train_src, o.train_tgt, *src_vocab, tgt_vocab, corpus_options);
+  if (!o.quiet) log("training data: ", corpus.stats().summary(corpus_options));
+  data::BatcherOptions batcher_options;
+  batcher_options.max_tokens = o.max_tokens;
+  batcher_options.max_sentences = o.max_sentences;
+  batcher_options.maxi_batch = o.maxi_batch;
+  batcher_options.seed = o.seed;
+  data::Batcher batcher(corpus, batcher_options);
+
+  data::ParallelCorpus valid_corpus;
+  std::vector<std::string> valid_src_lines, valid_refs;
+  const bool want_bleu =
+      validate && std::find(o.valid_metrics.begin(), o.valid_metrics.end(), "bleu") !=
+                      o.valid_metrics.end();
+  if (validate) {
+    valid_corpus = data::load_parallel_corpus(o.valid_src, o.valid_tgt, *src_vocab, tgt_vocab,
+                                              corpus_options);
+    TX_CHECK(valid_corpus.size() > 0, "validation files '", o.valid_src, "' and '", o.valid_tgt,
+             "' hold no usable sentence pair; give a non-empty validation set");
+    if (want_bleu) {
+      valid_src_lines = metrics::read_lines(o.valid_src);
+      valid_refs = metrics::read_lines(o.valid_tgt);
+    }
+  }
+
+  // ---- model, optimiser, state ----------------------------------------------------------------
+  nn::ParameterSet params;
+  Rng init_rng(o.seed);
+  nn::Transformer model(nn::ParamScope(be_, params, init_rng), config);
+  Adam adam(be_, params, o.adam);
+  LrOptions lr_options = o.lr;
+  lr_options.d_model = config.d_model;
+  const LrSchedule schedule = LrSchedule::from_options(lr_options);
+  EarlyStopping stopper(validate ? o.valid_metrics.front() : "cross-entropy", o.early_stopping);
+
+  TrainingState state;
+  state.rng_seed = o.seed ^ 0x9E3779B97F4A7C15ull;  // dropout: a stream apart from the init's
+  int64_t epoch_sentences = 0;                       // "Sen." counts within the epoch
+  TrainerResult result;
+  const std::string ckpt = checkpoint_path(o.model_dir);
+  if (fs::exists(ckpt, ec)) {
+    state = load_checkpoint(ckpt, be_, config, params, adam);
+    TX_CHECK(state.data_position.size() == 3, "checkpoint '", ckpt,
+             "' holds no tx-train data position; remove it or use another --model directory");
+    batcher.seek({state.data_position[0], state.data_position[1]});
+    epoch_sentences = state.data_position[2];
+    if (validate && state.early_stopping.validations > 0) stopper.restore(state.early_stopping);
+    result.resumed = true;
+    if (!o.quiet)
+      log("resuming from ", ckpt, " at update ", grouped(state.update), ", epoch ",
+          state.epoch + 1);
+  }
+  Graph graph(be_, GraphOptions{true, true, state.rng_seed, true});
+  graph.rng().set_counter(state.rng_counter);
+  if (!o.quiet)
+    log("model: ", grouped(params.numel()), " parameters, vocabularies ",
+        grouped(config.src_vocab_size), "/", grouped(config.tgt_vocab_size), "; learning rate ",
+        schedule.describe(), "; device ", be_.name());
+
+  std::ofstream json_log(log_path(o.model_dir), std::ios::app);
+  TX_CHECK(json_log, "cannot open '", log_path(o.model_dir), "' for appending; check the "
+           "model directory's permissions");
+  auto write_json = [&](const nlohmann::json& j) {
+    json_log << j.dump() << '\n';
+    json_log.flush();
+    TX_CHECK(json_log, "writing '", log_path(o.model_dir), "' failed (disk full?)");
+  };
+
+  auto save = [&]() {
+    const data::BatchPosition pos = batcher.position();
+    state.epoch = pos.epoch;
+    state.data_position = {pos.epoch, pos.batch, epoch_sentences};
+    state.rng_counter = graph.rng().counter();
+    state.early_stopping = stopper.state();
+    save_checkpoint(ckpt, be_, config, params, adam, state);
+    save_model(model_path(o.model_dir), be_, config, params);
+  };
+
+  auto run_validation = [&]() {
+    Validation v;
+    Graph vg(be_, GraphOptions{false, false, 1, true});
+    data::BatcherOptions vo;
+    vo.max_tokens = std::max(o.valid_max_tokens, o.max_tokens);
+    vo.maxi_batch = 0;
+    vo.shuffle = false;
+    data::Batcher vb(valid_corpus, vo);
+    data::Batch b;
+    double sum = 0;
+    int64_t tokens = 0;
+    while (vb.next(b)) {
+      vg.reset();
+      Var logits = model.forward(vg, be_.upload(b.src, {b.size, b.src_len}),
+                                 be_.upload(b.src_lengths, {b.size}),
+                                 be_.upload(b.tgt_in, {b.size, b.tgt_len}));
+      Var loss = nn::label_smoothed_loss(vg, logits, be_.upload(b.tgt_out, {b.size, b.tgt_len}),
+                                         0.0f, data::Vocab::kPadId);
+      sum += be_.download<float>(loss->value)[0];
+      tokens += b.tgt_tokens();
+    }
+    vg.reset();
+    v.ce = sum / double(std::max<int64_t>(tokens, 1));
+    v.perplexity = std::exp(v.ce);
+    if (want_bleu) {
+      decode::TranslatorOptions to;
+      to.search.beam_size = o.beam_size;
+      to.batching.max_tokens = o.valid_max_tokens;
+      decode::Translator translator(be_, model, *src_vocab, tgt_vocab, to);
+      v.bleu = metrics::corpus_bleu(translator.translate_lines(valid_src_lines), {valid_refs})
+                   .score;
+    }
+    return v;
+  };
+
+  auto score_of = [](const Validation& v, const std::string& metric) {
+    if (metric == "cross-entropy") return v.ce;
+    if (metric == "perplexity") return v.perplexity;
+    return v.bleu;
+  };
+
+  // ---- the loop ---------------------------------------------------------------------------------
+  StopSignals signals(o.handle_signals);
+  data::Batch batch;
+  // The next batch; false once --after-epochs epochs are done.
+  auto fetch = [&]() {
+    for (;;) {
+      if (o.after_epochs > 0 && batcher.position().epoch >= o.after_epochs) return false;
+      if (batcher.next(batch)) return true;
+      epoch_sentences = 0;
+      if (!o.quiet) log("Ep. ", batcher.position().epoch, " : finished");
+    }
+  };
+
+  double span_cost = 0;
+  int64_t span_tokens = 0, span_words = 0;
+  auto span_start = Clock::now();
+  double lr = 0;
+  bool done = false;
+  while (!done) {
+    if (o.after_updates > 0 && state.update >= o.after_updates) break;
+    int64_t tokens = 0;
+    for (int64_t k = 0; k < o.optimizer_delay; ++k) {
+      if (!fetch()) {
+        done = true;
+        break;
+      }
+      graph.reset();
+      Var logits = model.forward(graph, be_.upload(batch.src, {batch.size, batch.src_len}),
+                                 be_.upload(batch.src_lengths, {batch.size}),
+                                 be_.upload(batch.tgt_in, {batch.size, batch.tgt_len}));
+      Var loss = nn::label_smoothed_loss(
+          graph, logits, be_.upload(batch.tgt_out, {batch.size, batch.tgt_len}),
+          config.label_smoothing, data::Vocab::kPadId);
+      span_cost += be_.download<float>(loss->value)[0];
+      graph.backward(loss);
+      graph.reset();
+      const int64_t t = batch.tgt_tokens();
+      tokens += t;
+      span_tokens += t;
+      span_words += t;
+      epoch_sentences += batch.size;
+    }
+    if (tokens == 0) break;
+
+    lr = schedule(state.update + 1);
+    const AdamStepInfo info = adam.step(float(lr), 1.0f / float(tokens));
+    params.zero_grad(be_);
+    ++state.update;
+    if (info.skipped && !o.quiet)
+      log("update ", grouped(state.update), ": gradient norm is not finite; update skipped");
+
+    if (state.update % o.disp_freq == 0 || done) {
+      const double secs = std::chrono::duration<double>(Clock::now() - span_start).count();
+      const double cost = span_cost / double(std::max<int64_t>(span_tokens, 1));
+      const int64_t epoch = batcher.position().epoch + 1;
+      const double wps = secs > 0 ? double(span_words) / secs : 0;
+      if (!o.quiet)
+        log("Ep. ", epoch, " : Up. ", grouped(state.update), " : Sen. ", grouped(epoch_sentences),
+            " : Cost ", fixed(cost, 2), " : Time ", fixed(secs, 1), "s : ",
+            grouped(int64_t(std::llround(wps))), " words/s : L.r. ", scientific(lr));
+      write_json({{"type", "train"}, {"epoch", epoch}, {"update", state.update},
+                  {"sentences", epoch_sentences}, {"cost", cost}, {"time_s", secs},
+                  {"words_per_s", wps}, {"lr", lr}});
+      result.costs.push_back(cost);
+      result.last_cost = cost;
+      span_cost = 0;
+      span_tokens = span_words = 0;
+      span_start = Clock::now();
+    }
+
+    if (validate && state.update % o.valid_freq == 0) {
+      const Validation v = run_validation();
+      const double score = score_of(v, stopper.metric());
+      const bool best = stopper.update(score);
+      result.last_valid_ce = v.ce;
+      nlohmann::json j = {{"type", "valid"},     {"update", state.update},
+                          {"cross-entropy", v.ce}, {"perplexity", v.perplexity},
+                          {"stalled", stopper.stalled()}};
+      std::string line = str("Ep. ", batcher.position().epoch + 1, " : Up. ",
+                             grouped(state.update), " : cross-entropy : ", fixed(v.ce, 4),
+                             " : perplexity : ", fixed(v.perplexity, 4));
+      if (v.bleu >= 0) {
+        j["bleu"] = v.bleu;
+        line += " : bleu : " + fixed(v.bleu, 2);
+      }
+      line += best ? " : new best" : str(" : stalled ", stopper.stalled(), " times");
+      if (!o.quiet) log(line);
+      write_json(j);
+      if (best)
+        save_model((fs::path(o.model_dir) / ("model.best-" + stopper.metric() + ".safetensors"))
+                       .string(),
+                   be_, config, params);
+      if (stopper.should_stop()) {
+        if (!o.quiet)
+          log("early stopping: ", stopper.metric(), " did not improve in ", stopper.stalled(),
+              " validations");
+        result.early_stopped = true;
+        done = true;
+      }
+    }
+
+    if (state.update % o.save_freq == 0) save();
+    if (o.after_update) o.after_update(state.update);
+    if (signals.stop_requested()) {
+      if (!o.quiet) log("stopping on signal ", int(g_stop_signal), ": saving a checkpoint");
+      result.interrupted = true;
+      done = true;
+    }
+  }
+
+  save();
+  if (!o.quiet)
+    log("training finished at update ", grouped(state.update), "; saved ", ckpt, " and ",
+        model_path(o.model_dir));
+  result.updates = state.update;
+  result.epochs = batcher.position().epoch;
+  return result;
+}
+
+}  // namespace tx::train

@@ -1,0 +1,248 @@
+// tx-train's loop (train::Trainer) end to end on a tiny reversal task, and the tx-train binary.
+#include "train/trainer.h"
+
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <random>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "nn/param_scope.h"
+#include "train/checkpoint.h"
+#include "train_tiny.h"
+
+namespace {
+
+using tx::test::TempDir;
+using tx::train::Trainer;
+using tx::train::TrainerOptions;
+
+// `lines` sentences of 2..5 words from 8 and, on the target side, the same words reversed.
+void write_reversal_corpus(const std::string& src, const std::string& tgt, int lines,
+                           uint64_t seed) {
+  static const char* words[] = {"ab", "cd", "ef", "gh", "ba", "dc", "fe", "hg"};
+  std::mt19937_64 gen(seed);
+  std::ofstream s(src), t(tgt);
+  for (int i = 0; i < lines; ++i) {
+    std::vector<std::string> w(2 + gen() % 4);
+    for (std::string& x : w) x = words[gen() % 8];
+    for (size_t k = 0; k < w.size(); ++k) s << (k ? " " : "") << w[k];
+    for (size_t k = 0; k < w.size(); ++k) t << (k ? " " : "") << w[w.size() - 1 - k];
+    s << '\n';
+    t << '\n';
+  }
+}
+
+// Corpus files in `dir` and the options of a tiny run: d_model 16, 1 + 1 layers, dropout on
+// (resume must replay the masks), a joint vocabulary of about 30 pieces trained on the fly.
+TrainerOptions tiny_options(const TempDir& dir) {
+  if (!std::filesystem::exists(dir.file("train.src"))) {
+    write_reversal_corpus(dir.file("train.src"), dir.file("train.tgt"), 200, 7);
+    write_reversal_corpus(dir.file("valid.src"), dir.file("valid.tgt"), 12, 8);
+  }
+  TrainerOptions o;
+  o.model_dir = dir.file("model");
+  o.train_src = dir.file("train.src");
+  o.train_tgt = dir.file("train.tgt");
+  o.vocab_size = 30;
+  o.model.d_model = 16;
+  o.model.d_ff = 32;
+  o.model.heads = 2;
+  o.model.encoder_layers = o.model.decoder_layers = 1;
+  o.model.dropout = 0.1f;
+  o.model.max_length = 64;
+  o.max_tokens = 128;
+  o.lr.schedule = "constant";
+  o.lr.lr = 5e-3;
+  o.adam.clip_norm = 1.0f;
+  o.disp_freq = 5;
+  o.save_freq = 5;
+  o.quiet = true;
+  return o;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const tx::Error& e) {
+    return e.what();
+  }
+  FAIL("no tx::Error");
+  return "";
+}
+
+int count_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("trainer: the loss falls, validation runs, checkpoint and model load", "[trainer]") {
+  auto be = tx::test::cpu_backend();
+  TempDir dir;
+  TrainerOptions o = tiny_options(dir);
+  o.after_updates = 40;
+  o.valid_src = dir.file("valid.src");
+  o.valid_tgt = dir.file("valid.tgt");
+  o.valid_freq = 20;
+  o.valid_metrics = {"cross-entropy", "bleu"};
+  o.beam_size = 2;
+  const tx::train::TrainerResult r = Trainer(*be, o).run();
+  CHECK(r.updates == 40);
+  CHECK_FALSE(r.resumed);
+  REQUIRE(r.costs.size() == 8);
+  CHECK(r.costs.back() < 0.8 * r.costs.front());
+  CHECK(r.last_valid_ce > 0);
+
+  const std::string ckpt = Trainer::checkpoint_path(o.model_dir);
+  const std::string model = Trainer::model_path(o.model_dir);
+  CHECK(std::filesystem::exists(o.model_dir + "/vocab.spm"));
+  CHECK(std::filesystem::exists(o.model_dir + "/model.best-cross-entropy.safetensors"));
+  CHECK(count_lines(Trainer::log_path(o.model_dir)) == 8 + 2);  // 8 train + 2 valid lines
+
+  const tx::io::ModelConfig config = tx::train::read_model_config(model);
+  CHECK(config.d_model == 16);
+  CHECK(config.src_vocab_size <= 30);
+  tx::nn::ParameterSet params;
+  tx::Rng rng(5);
+  tx::nn::Transformer net(tx::nn::ParamScope(*be, params, rng), config);
+  tx::train::load_model(model, *be, config, params);
+  tx::train::Adam adam(*be, params);
+  CHECK(tx::train::load_checkpoint(ckpt, *be, config, params, adam).update == 40);
+  CHECK(adam.steps() == 40);
+}
+
+TEST_CASE("trainer: N updates, stop, resume N = 2N straight, bit for bit", "[trainer]") {
+  auto be = tx::test::cpu_backend();
+  TempDir straight, split;
+  TrainerOptions a = tiny_options(straight);
+  a.optimizer_delay = 2;  // accumulation must resume exactly too
+  a.after_updates = 16;
+  Trainer(*be, a).run();
+
+  TrainerOptions b = tiny_options(split);
+  b.optimizer_delay = 2;
+  b.after_updates = 8;
+  CHECK(Trainer(*be, b).run().updates == 8);
+  b.after_updates = 16;
+  const tx::train::TrainerResult r = Trainer(*be, b).run();
+  CHECK(r.resumed);
+  CHECK(r.updates == 16);
+
+  // The files are deterministic: equal bytes = equal weights, moments and trainer state.
+  const std::string wa = tx::test::slurp(Trainer::model_path(a.model_dir));
+  CHECK(!wa.empty());
+  CHECK(wa == tx::test::slurp(Trainer::model_path(b.model_dir)));
+  CHECK(tx::test::slurp(Trainer::checkpoint_path(a.model_dir)) ==
+        tx::test::slurp(Trainer::checkpoint_path(b.model_dir)));
+}
+
+TEST_CASE("trainer: a crash mid-training leaves the last checkpoint, which resumes",
+          "[trainer]") {
+  auto be = tx::test::cpu_backend();
+  TempDir dir;
+  TrainerOptions o = tiny_options(dir);
+  o.after_updates = 30;
+  o.after_update = [](int64_t update) {
+    if (update == 13) throw std::runtime_error("injected crash");
+  };
+  CHECK_THROWS_WITH(Trainer(*be, o).run(), "injected crash");
+
+  const std::string ckpt = Trainer::checkpoint_path(o.model_dir);
+  const auto meta = tx::train::read_checkpoint_metadata(ckpt);
+  CHECK(meta.at(tx::train::kTrainingStateKey).find("\"update\":10") != std::string::npos);
+  for (const auto& e : std::filesystem::directory_iterator(o.model_dir))
+    CHECK(e.path().filename().string()[0] != '.');  // no temporary left behind
+
+  o.after_update = nullptr;
+  o.after_updates = 15;
+  const tx::train::TrainerResult r = Trainer(*be, o).run();
+  CHECK(r.resumed);
+  CHECK(r.updates == 15);
+}
+
+TEST_CASE("trainer: bad inputs are one-line errors naming the file", "[trainer]") {
+  auto be = tx::test::cpu_backend();
+  TempDir dir;
+  TrainerOptions o = tiny_options(dir);
+  o.train_src = dir.file("missing.src");
+  std::string e = error_of([&] { Trainer(*be, o).run(); });
+  CHECK(e.find("missing.src") != std::string::npos);
+  CHECK(e.find('\n') == std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(o.model_dir));  // nothing written
+
+  o = tiny_options(dir);
+  {
+    std::ofstream extra(dir.file("short.tgt"));
+    extra << "ab cd\n";
+  }
+  o.train_tgt = dir.file("short.tgt");
+  o.src_vocab = o.tgt_vocab = dir.file("v.spm");
+  e = error_of([&] { Trainer(*be, o).run(); });
+  CHECK(e.find("short.tgt") != std::string::npos);
+  CHECK(e.find('\n') == std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(Trainer::checkpoint_path(o.model_dir)));
+
+  o = tiny_options(dir);
+  o.src_vocab = dir.file("a.spm");
+  o.tgt_vocab = dir.file("b.spm");  // two vocabularies cannot be tied all
+  e = error_of([&] { Trainer(*be, o).run(); });
+  CHECK(e.find("tied-embeddings") != std::string::npos);
+}
+
+namespace {
+
+struct Run {
+  int status = -1;
+  std::string out, err;
+};
+
+Run tx_train(const TempDir& dir, const std::string& args) {
+  const std::string cmd = std::string(TX_TRAIN_BIN) + " " + args + " >" + dir.file("stdout") +
+                          " 2>" + dir.file("stderr");
+  Run r;
+  const int raw = std::system(cmd.c_str());
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.out = tx::test::slurp(dir.file("stdout"));
+  r.err = tx::test::slurp(dir.file("stderr"));
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("tx-train: a bad flag exits 2, a tiny run exits 0 and logs on stderr", "[trainer]") {
+  TempDir dir;
+  tiny_options(dir);  // writes the corpus
+  Run bad = tx_train(dir, "--no-such-flag");
+  CHECK(bad.status == 2);
+  CHECK(bad.out.empty());
+  CHECK(bad.err.find("tx-train: error:") == 0);
+  CHECK(std::count(bad.err.begin(), bad.err.end(), '\n') == 1);
+
+  CHECK(tx_train(dir, "--model " + dir.file("m")).status == 2);  // no --train-sets
+
+  Run missing = tx_train(dir, "--train-sets " + dir.file("nope.src") + " " +
+                                  dir.file("train.tgt") + " --model " + dir.file("m"));
+  CHECK(missing.status == 1);
+  CHECK(missing.err.find("nope.src") != std::string::npos);
+
+  Run ok = tx_train(dir, "--train-sets " + dir.file("train.src") + " " + dir.file("train.tgt") +
+                             " --model " + dir.file("m") +
+                             " --d-model 16 --d-ff 32 --heads 2 --enc-layers 1 --dec-layers 1"
+                             " --dim-vocabs 30 --max-tokens 128 --after-updates 4"
+                             " --disp-freq 2 --lr-schedule constant --learn-rate 0.001"
+                             " --cpu-threads 2");
+  INFO(ok.err);
+  CHECK(ok.status == 0);
+  CHECK(ok.out.empty());
+  CHECK(ok.err.find("Ep. 1 : Up. 2 : Sen. ") != std::string::npos);
+  CHECK(ok.err.find(" words/s : L.r. 1.0e-03") != std::string::npos);
+  CHECK(std::filesystem::exists(dir.file("m/model.safetensors")));
+  CHECK(count_lines(dir.file("m/train.log.jsonl")) == 2);
+}

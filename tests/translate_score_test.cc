@@ -1,0 +1,360 @@
+// The tx-translate and tx-score programs, run as real processes on a tiny random model and a
+// vocabulary trained on the fly: line structure and agreement with the library (Translator,
+// corpus_bleu/corpus_chrf, a teacher-forced forward), and the exit codes of their errors.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "data/vocab.h"
+#include "data/vocab_train.h"
+#include "decode/translator.h"
+#include "gradient_check.h"
+#include "metrics/bleu.h"
+#include "metrics/chrf.h"
+#include "metrics/read_lines.h"
+#include "nn/transformer.h"
+#include "support/backends.h"
+#include "train/checkpoint.h"
+#include "train_tiny.h"
+
+using Catch::Contains;
+using tx::test::TempDir;
+
+namespace {
+
+const std::vector<std::string> kWords = {"das",   "Haus",    "ist", "klein", "der",  "Hund",
+                                         "läuft", "schnell", "ein", "Baum",  "grün", "alt"};
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+std::string join_lines(const std::vector<std::string>& lines) {
+  std::string text;
+  for (const std::string& l : lines) text += l + "\n";
+  return text;
+}
+
+// Random sentences of 1..max_words words.
+std::vector<std::string> sentences(tx::Rng& rng, int count, int max_words) {
+  std::vector<std::string> out;
+  for (int i = 0; i < count; ++i) {
+    const int n = 1 + static_cast<int>(rng.uniform() * max_words);
+    std::string s;
+    for (int w = 0; w < n; ++w)
+      s += (w ? " " : "") + kWords[static_cast<size_t>(rng.uniform() * kWords.size())];
+    out.push_back(s);
+  }
+  return out;
+}
+
+tx::io::ModelConfig tiny_config(int64_t vocab) {
+  tx::io::ModelConfig c;
+  c.src_vocab_size = c.tgt_vocab_size = vocab;
+  c.d_model = 8;
+  c.d_ff = 16;
+  c.heads = 2;
+  c.encoder_layers = c.decoder_layers = 1;
+  c.dropout = 0.0f;
+  c.max_length = 40;
+  return c;
+}
+
+// A vocabulary, a random model over it saved as a model file, and the same model in memory.
+struct Fixture {
+  Fixture() {
+    tx::Rng rng(3);
+    std::ofstream(dir.file("corpus.txt")) << join_lines(sentences(rng, 200, 6));
+    tx::data::VocabTrainOptions vo;
+    vo.inputs = {dir.file("corpus.txt")};
+    vo.prefix = dir.file("vocab");
+    vo.vocab_size = 40;
+    vo.hard_vocab_limit = false;
+    vocab_path = tx::data::train_vocab(vo).model_path;
+    vocab = std::make_unique<tx::data::Vocab>(vocab_path);
+    be = tx::test::cpu_backend();
+    config = tiny_config(vocab->size());
+    model = tx::nn::Transformer(tx::nn::ParamScope(*be, params, init_rng), config);
+    tx::test::perturb_params(*be, params, init_rng);
+    model_path = dir.file("model.safetensors");
+    tx::train::save_model(model_path, *be, config, params);
+  }
+  // "-m MODEL -v VOCAB VOCAB".
+  std::string model_args() const {
+    return "-m " + model_path + " -v " + vocab_path + " " + vocab_path;
+  }
+
+  TempDir dir;
+  std::string vocab_path, model_path;
+  std::unique_ptr<tx::data::Vocab> vocab;
+  std::unique_ptr<tx::Backend> be;
+  tx::io::ModelConfig config;
+  tx::nn::ParameterSet params;
+  tx::Rng init_rng{11};
+  tx::nn::Transformer model;
+};
+
+struct Run {
+  int status = -1;
+  std::string out, err;
+};
+
+// Runs `program` with `args` (shell words, redirections allowed), capturing exit code, stdout
+// and stderr.
+Run run(const TempDir& dir, const std::string& program, const std::string& args) {
+  const std::string cmd =
+      program + " " + args + " >" + dir.file("stdout") + " 2>" + dir.file("stderr");
+  Run r;
+  const int raw = std::system(cmd.c_str());
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.out = tx::test::slurp(dir.file("stdout"));
+  r.err = tx::test::slurp(dir.file("stderr"));
+  return r;
+}
+
+bool one_line(const std::string& text) {
+  return !text.empty() && text.back() == '\n' && text.find('\n') == text.size() - 1;
+}
+
+// log P(tgt + eos | src) by the full teacher-forced forward of one pair, log-softmax on the host
+// in double.
+double teacher_forced_log_prob(const Fixture& f, const std::string& src, const std::string& tgt) {
+  std::vector<int32_t> s = f.vocab->encode(src), y = f.vocab->encode(tgt);
+  s.push_back(tx::data::Vocab::kEosId);
+  std::vector<int32_t> tgt_in = {tx::data::Vocab::kBosId};
+  tgt_in.insert(tgt_in.end(), y.begin(), y.end());
+  y.push_back(tx::data::Vocab::kEosId);
+  const auto S = static_cast<int64_t>(s.size()), T = static_cast<int64_t>(tgt_in.size());
+  tx::Graph g(*f.be, tx::GraphOptions{false, false});
+  tx::Var logits = f.model.forward(g, f.be->upload(s, {1, S}),
+                                   f.be->upload(std::vector<int32_t>{int32_t(S)}, {1}),
+                                   f.be->upload(tgt_in, {1, T}));
+  const std::vector<float> z = f.be->download<float>(logits->value);
+  const int64_t V = f.config.tgt_vocab_size;
+  double total = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    const float* row = &z[t * V];
+    double max = row[0], sum = 0;
+    for (int64_t v = 1; v < V; ++v) max = std::max<double>(max, row[v]);
+    for (int64_t v = 0; v < V; ++v) sum += std::exp(row[v] - max);
+    total += row[y[t]] - max - std::log(sum);
+  }
+  return total;
+}
+
+std::vector<double> parse_scores(const std::string& text) {
+  std::vector<double> out;
+  for (const std::string& l : split_lines(text)) out.push_back(std::stod(l));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("tx-translate: one line per input line in input order, as the library Translator",
+          "[apps][translate]") {
+  Fixture f;
+  const std::vector<std::string> input = {"das Haus ist klein",
+                                          "",
+                                          "der Hund",
+                                          "ein grün Baum ist alt und das Haus läuft schnell",
+                                          "alt",
+                                          "",
+                                          "das",
+                                          "der Hund läuft schnell",
+                                          "grün"};
+  std::ofstream(f.dir.file("in.txt")) << join_lines(input);
+  tx::decode::TranslatorOptions o;
+  o.search.beam_size = 3;
+  o.search.length_penalty = 0.6f;
+  o.batching.max_tokens = 12;
+  o.batching.window = 4;
+  const std::string flags =
+      f.model_args() + " --beam-size 3 --normalize 0.6 --max-tokens 12 --window 4 --quiet";
+
+  SECTION("1-best: exactly the library's output, empty lines kept") {
+    Run r = run(f.dir, TX_TRANSLATE_BIN, flags + " < " + f.dir.file("in.txt"));
+    REQUIRE(r.status == 0);
+    CHECK(r.err.empty());
+    const std::vector<std::string> lines = split_lines(r.out);
+    REQUIRE(lines.size() == input.size());
+    CHECK(lines[1].empty());
+    CHECK(lines[5].empty());
+    tx::decode::Translator tr(*f.be, f.model, *f.vocab, *f.vocab, o);
+    std::istringstream in(join_lines(input));
+    std::ostringstream want;
+    tr.translate_stream(in, want);
+    CHECK(r.out == want.str());
+    // --input reads a file the same way.
+    Run from_file = run(f.dir, TX_TRANSLATE_BIN, flags + " -i " + f.dir.file("in.txt"));
+    CHECK(from_file.status == 0);
+    CHECK(from_file.out == r.out);
+  }
+  SECTION("n-best: Marian's format, every index in order, as the library") {
+    Run r = run(f.dir, TX_TRANSLATE_BIN, flags + " --n-best 3 < " + f.dir.file("in.txt"));
+    REQUIRE(r.status == 0);
+    std::vector<int64_t> indices;
+    for (const std::string& line : split_lines(r.out)) {
+      REQUIRE(line.find(" ||| F0= ") != std::string::npos);
+      indices.push_back(std::stoll(line.substr(0, line.find(" ||| "))));
+    }
+    std::vector<int64_t> want_indices;
+    for (int64_t i = 0; i < int64_t(input.size()); ++i)
+      want_indices.insert(want_indices.end(), input[i].empty() ? 1 : 3, i);
+    CHECK(indices == want_indices);
+    o.search.n_best = 3;
+    tx::decode::Translator tr(*f.be, f.model, *f.vocab, *f.vocab, o);
+    std::istringstream in(join_lines(input));
+    std::ostringstream want;
+    tr.translate_stream(in, want);
+    CHECK(r.out == want.str());
+  }
+  SECTION("empty input: empty output, exit 0") {
+    std::ofstream(f.dir.file("empty.txt")).flush();
+    Run r = run(f.dir, TX_TRANSLATE_BIN, flags + " < " + f.dir.file("empty.txt"));
+    CHECK(r.status == 0);
+    CHECK(r.out.empty());
+  }
+}
+
+TEST_CASE("tx-translate: a missing model or a mismatched vocabulary is one error line, exit 1",
+          "[apps][translate]") {
+  Fixture f;
+  std::ofstream(f.dir.file("in.txt")) << "das Haus\n";
+  const std::string in = " < " + f.dir.file("in.txt");
+  Run missing = run(f.dir, TX_TRANSLATE_BIN,
+                    "-m " + f.dir.file("nope.safetensors") + " -v " + f.vocab_path + in);
+  CHECK(missing.status == 1);
+  CHECK(missing.out.empty());
+  CHECK(one_line(missing.err));
+  CHECK_THAT(missing.err, Contains("tx-translate: error:") && Contains("nope.safetensors"));
+
+  Run no_vocab =
+      run(f.dir, TX_TRANSLATE_BIN, "-m " + f.model_path + " -v " + f.dir.file("nope.spm") + in);
+  CHECK(no_vocab.status == 1);
+  CHECK(one_line(no_vocab.err));
+  CHECK_THAT(no_vocab.err, Contains("nope.spm"));
+
+  // The same architecture over a vocabulary one piece larger.
+  tx::nn::ParameterSet params;
+  tx::Rng rng(1);
+  tx::io::ModelConfig bigger = tiny_config(f.vocab->size() + 1);
+  tx::nn::Transformer model(tx::nn::ParamScope(*f.be, params, rng), bigger);
+  tx::train::save_model(f.dir.file("bigger.safetensors"), *f.be, bigger, params);
+  Run mismatch = run(f.dir, TX_TRANSLATE_BIN,
+                     "-m " + f.dir.file("bigger.safetensors") + " -v " + f.vocab_path + in);
+  CHECK(mismatch.status == 1);
+  CHECK(mismatch.out.empty());
+  CHECK(one_line(mismatch.err));
+  CHECK_THAT(mismatch.err, Contains("vocabulary") && Contains(f.vocab_path));
+
+  Run no_model = run(f.dir, TX_TRANSLATE_BIN, "-v " + f.vocab_path + in);
+  CHECK(no_model.status == 2);
+  CHECK(one_line(no_model.err));
+}
+
+TEST_CASE("tx-score: BLEU and chrF lines equal the library's, line-count mismatch fails",
+          "[apps][score]") {
+  TempDir dir;
+  tx::Rng rng(5);
+  const std::vector<std::string> refs = sentences(rng, 30, 8), refs2 = sentences(rng, 30, 8);
+  std::vector<std::string> hyps = refs;
+  for (size_t i = 0; i < hyps.size(); i += 3) hyps[i] = sentences(rng, 1, 5)[0];
+  for (size_t i = 1; i < hyps.size(); i += 4) hyps[i] = "Das " + hyps[i] + ".";
+  std::ofstream(dir.file("hyp.txt")) << join_lines(hyps);
+  std::ofstream(dir.file("ref.txt")) << join_lines(refs);
+  std::ofstream(dir.file("ref2.txt")) << join_lines(refs2);
+  const std::vector<std::string> hyp_lines = tx::metrics::read_lines(dir.file("hyp.txt"));
+
+  SECTION("one reference, stdin and -i") {
+    tx::metrics::ChrfOptions chrf;
+    const std::string want =
+        tx::metrics::corpus_bleu(hyp_lines, {refs}).format() + "\n" +
+        tx::metrics::corpus_chrf(hyp_lines, {refs}, chrf).format() + "\n" +
+        tx::metrics::corpus_chrf(hyp_lines, {refs}, tx::metrics::chrf_plus_plus_options())
+            .format() +
+        "\n";
+    Run r =
+        run(dir, TX_SCORE_BIN,
+            "--metrics bleu,chrf,chrf++ -r " + dir.file("ref.txt") + " < " + dir.file("hyp.txt"));
+    REQUIRE(r.status == 0);
+    CHECK(r.out == want);
+    Run by_file =
+        run(dir, TX_SCORE_BIN,
+            "--metrics bleu chrf chrf++ -r " + dir.file("ref.txt") + " -i " + dir.file("hyp.txt"));
+    CHECK(by_file.status == 0);
+    CHECK(by_file.out == want);
+  }
+  SECTION("two references, --lowercase, --tokenize none") {
+    tx::metrics::BleuOptions bo;
+    bo.lowercase = true;
+    bo.tokenizer = tx::metrics::BleuTokenizer::kNone;
+    tx::metrics::ChrfOptions co;
+    co.lowercase = true;
+    const std::string want = tx::metrics::corpus_bleu(hyp_lines, {refs, refs2}, bo).format() +
+                             "\n" +
+                             tx::metrics::corpus_chrf(hyp_lines, {refs, refs2}, co).format() + "\n";
+    Run r = run(dir, TX_SCORE_BIN,
+                "--metrics bleu,chrf --lowercase --tokenize none -r " + dir.file("ref.txt") + " " +
+                    dir.file("ref2.txt") + " < " + dir.file("hyp.txt"));
+    REQUIRE(r.status == 0);
+    CHECK(r.out == want);
+  }
+  SECTION("a reference with another line count: exit 1, one line, nothing on stdout") {
+    std::vector<std::string> shorter(refs.begin(), refs.end() - 1);
+    std::ofstream(dir.file("short.txt")) << join_lines(shorter);
+    Run r = run(dir, TX_SCORE_BIN, "-r " + dir.file("short.txt") + " < " + dir.file("hyp.txt"));
+    CHECK(r.status == 1);
+    CHECK(r.out.empty());
+    CHECK(one_line(r.err));
+  }
+}
+
+TEST_CASE("tx-score: model scores are the teacher-forced log-probs, in input order",
+          "[apps][score]") {
+  Fixture f;
+  tx::Rng rng(9);
+  std::vector<std::string> src = sentences(rng, 14, 7), tgt = sentences(rng, 14, 9);
+  tgt[4] = "";  // an empty target still scores eos
+  std::ofstream(f.dir.file("src.txt")) << join_lines(src);
+  std::ofstream(f.dir.file("tgt.txt")) << join_lines(tgt);
+  const std::string args = f.model_args() + " --src " + f.dir.file("src.txt") + " --tgt " +
+                           f.dir.file("tgt.txt") + " --max-tokens 40 --quiet";
+
+  Run r = run(f.dir, TX_SCORE_BIN, args);
+  REQUIRE(r.status == 0);
+  CHECK(r.err.empty());
+  const std::vector<double> scores = parse_scores(r.out);
+  REQUIRE(scores.size() == src.size());
+  Run normalised = run(f.dir, TX_SCORE_BIN, args + " --normalize 1");
+  REQUIRE(normalised.status == 0);
+  const std::vector<double> per_token = parse_scores(normalised.out);
+  REQUIRE(per_token.size() == src.size());
+  for (size_t i = 0; i < src.size(); ++i) {
+    INFO("pair " << i);
+    const double want = teacher_forced_log_prob(f, src[i], tgt[i]);
+    CHECK(scores[i] == Approx(want).margin(1e-4));
+    const double length = double(f.vocab->encode(tgt[i]).size() + 1);
+    CHECK(per_token[i] == Approx(want / length).margin(1e-4));
+  }
+
+  SECTION("a pair longer than the model's positions: exit 1 naming the line") {
+    std::string long_line;
+    for (int i = 0; i < 60; ++i) long_line += (i ? " " : "") + kWords[size_t(i) % kWords.size()];
+    tgt[6] = long_line;
+    std::ofstream(f.dir.file("tgt.txt")) << join_lines(tgt);
+    Run too_long = run(f.dir, TX_SCORE_BIN, args);
+    CHECK(too_long.status == 1);
+    CHECK(too_long.out.empty());
+    CHECK(one_line(too_long.err));
+    CHECK_THAT(too_long.err, Contains("line 7"));
+  }
+}
