@@ -20,15 +20,16 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "data/batch.h"
 #include "data/batcher.h"
 #include "data/corpus.h"
 #include "data/inference_batcher.h"
 #include "data/line_reader.h"
 #include "data/ordered_output.h"
-#include "core/utf8.h"
 #include "data/vocab.h"
 #include "data/vocab_train.h"
+#include "support/files.h"
 
 using Catch::Contains;
 using tx::data::Batch;
@@ -38,45 +39,11 @@ using tx::data::BatchPosition;
 using tx::data::ParallelCorpus;
 using tx::data::Vocab;
 namespace fs = std::filesystem;
+using tx::test::slurp;
+using tx::test::TempDir;
+using tx::test::write_file;
 
 namespace {
-
-// A fresh directory under the system temp dir, removed with everything in it at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "tx_data_test_XXXXXX").string();
-    char* made = ::mkdtemp(&pattern[0]);
-    REQUIRE(made != nullptr);
-    path_ = made;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  // Every entry, hidden ones included: a leftover temporary shows here.
-  std::vector<std::string> entries() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(path_)) out.push_back(e.path().filename());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-
- private:
-  fs::path path_;
-};
-
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  REQUIRE(out.good());
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 std::string join_lines(const std::vector<std::string>& lines) {
   std::string out;

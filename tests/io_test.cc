@@ -16,6 +16,7 @@
 #include "io/atomic_file.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
+#include "support/files.h"
 
 using Catch::Contains;
 using tx::DType;
@@ -24,39 +25,10 @@ using tx::io::ModelConfig;
 using tx::io::NamedTensor;
 using tx::io::TensorFile;
 namespace fs = std::filesystem;
+using tx::test::slurp;
+using tx::test::TempDir;
 
 namespace {
-
-// A fresh directory under the system temp dir, removed with everything in it at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "tx_io_test_XXXXXX").string();
-    char* made = ::mkdtemp(&pattern[0]);
-    REQUIRE(made != nullptr);
-    path_ = made;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  // Every entry in the directory, hidden ones included: a leftover temp file shows here.
-  std::vector<std::string> entries() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(path_)) out.push_back(e.path().filename());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-
- private:
-  fs::path path_;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 void spit(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);

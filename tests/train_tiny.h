@@ -16,6 +16,7 @@
 #include "gradient_check.h"
 #include "nn/loss.h"
 #include "nn/transformer.h"
+#include "support/files.h"
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
 #include "train/training_state.h"
@@ -137,38 +138,5 @@ struct TinyRun {
   int64_t next_batch = 0;
   int64_t last_tokens = 0;
 };
-
-// A fresh directory under the system temp dir, removed with everything in it at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "tx_train_test_XXXXXX").string();
-    char* made = ::mkdtemp(&pattern[0]);
-    REQUIRE(made != nullptr);
-    path_ = made;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  // Every entry, hidden ones included: a leftover temporary shows here.
-  std::vector<std::string> entries() const {
-    std::vector<std::string> out;
-    for (const auto& e : std::filesystem::directory_iterator(path_))
-      out.push_back(e.path().filename());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-
- private:
-  std::filesystem::path path_;
-};
-
-inline std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 }  // namespace tx::test
