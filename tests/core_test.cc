@@ -439,3 +439,22 @@ TEST_CASE("core registry: the cpu backend is created by name", "[core][registry]
   std::string why = tx::backend_unavailable_reason("cuda");
   if (!why.empty()) CHECK_THROWS_WITH(tx::create_backend("cuda"), Contains("cuda"));
 }
+
+TEST_CASE("core Arena: a step that spills over blocks is coalesced into one at reset", "[core]") {
+  auto alloc = std::make_shared<CountingAllocator>();
+  tx::Arena arena(alloc, 4096);
+  // Three 3000-byte tensors cannot share a 4096-byte block: three blocks.
+  for (int i = 0; i < 3; ++i) arena.allocate({750}, DType::f32);
+  CHECK(alloc->allocations == 3);
+  arena.reset();
+  // One block now holds the peak (3 x 3008 aligned bytes) with room to spare.
+  CHECK(alloc->deallocations == 3);
+  CHECK(alloc->allocations == 4);
+  CHECK(arena.reserved_bytes() >= 3 * 3008);
+  const int before = alloc->allocations;
+  for (int step = 0; step < 5; ++step) {
+    for (int n : {750, 700, 740}) arena.allocate({n}, DType::f32);
+    arena.reset();
+  }
+  CHECK(alloc->allocations == before);  // steady state: no new blocks for varying shapes
+}

@@ -18,6 +18,8 @@ class Allocator {
   virtual void* allocate(size_t bytes) = 0;
   virtual void deallocate(void* p, size_t bytes) = 0;
   virtual Device device() const = 0;
+  // Gives memory held for reuse back to the system (a caching allocator's free lists).
+  virtual void trim() {}
 };
 
 // Keeps freed blocks in per-size free lists and hands them out again; sizes are rounded up
@@ -30,6 +32,7 @@ class CachingAllocator : public Allocator {
   void* allocate(size_t bytes) override;
   void deallocate(void* p, size_t bytes) override;
   Device device() const override { return raw_->device(); }
+  void trim() override { release_cached(); }
 
   // Returns every cached block to the raw allocator.
   void release_cached();

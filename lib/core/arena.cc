@@ -1,5 +1,7 @@
 #include "core/arena.h"
 
+#include <algorithm>
+
 namespace tx {
 
 namespace {
@@ -34,6 +36,14 @@ Tensor Arena::allocate(const Shape& shape, DType dtype) {
 }
 
 void Arena::reset() {
+  peak_ = std::max(peak_, used_);
+  if (blocks_.size() > 1) {
+    for (Block& b : blocks_) allocator_->deallocate(b.data, b.bytes);
+    blocks_.clear();
+    allocator_->trim();  // a caching allocator would otherwise keep the old blocks too
+    size_t size = std::max(block_bytes_, peak_ + peak_ / 4);
+    blocks_.push_back({allocator_->allocate(size), size});
+  }
   current_ = 0;
   offset_ = 0;
   used_ = 0;

@@ -18,7 +18,9 @@ class Arena {
   Arena& operator=(const Arena&) = delete;
 
   Tensor allocate(const Shape& shape, DType dtype);
-  // Makes all memory reusable; the tensors handed out before must no longer be used.
+  // Makes all memory reusable; the tensors handed out before must no longer be used. When the
+  // step spilled over several blocks, they are replaced by one holding the peak (plus 25%), so
+  // steps of varying shapes stop growing the arena once the largest has been seen.
   void reset();
   size_t reserved_bytes() const;
   size_t used_bytes() const { return used_; }
@@ -34,6 +36,7 @@ class Arena {
   size_t current_ = 0;  // index of the block being filled
   size_t offset_ = 0;   // bytes used in that block
   size_t used_ = 0;
+  size_t peak_ = 0;  // the most bytes any step has used
 };
 
 }  // namespace tx
