@@ -458,3 +458,18 @@ TEST_CASE("core Arena: a step that spills over blocks is coalesced into one at r
   }
   CHECK(alloc->allocations == before);  // steady state: no new blocks for varying shapes
 }
+
+TEST_CASE("core CachingAllocator: at most max_cached_bytes are kept, the rest is freed", "[core]") {
+  auto raw = std::make_unique<CountingAllocator>();
+  CountingAllocator* counter = raw.get();
+  const size_t block = tx::CachingAllocator::round_size(4096);
+  tx::CachingAllocator cache(std::move(raw), 2 * block);
+  void* p[3] = {cache.allocate(4096), cache.allocate(4096), cache.allocate(4096)};
+  for (void* q : p) cache.deallocate(q, 4096);
+  CHECK(cache.cached_bytes() == 2 * block);  // the third went back to the raw allocator
+  CHECK(counter->deallocations == 1);
+  void* again = cache.allocate(4096);
+  CHECK(cache.cached_bytes() == block);  // reuse takes one out of the cache
+  CHECK(counter->allocations == 3);
+  cache.deallocate(again, 4096);
+}

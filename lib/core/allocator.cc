@@ -21,6 +21,7 @@ void* CachingAllocator::allocate(size_t bytes) {
     if (it != free_.end() && !it->second.empty()) {
       void* p = it->second.back();
       it->second.pop_back();
+      cached_ -= size;
       return p;
     }
   }
@@ -35,8 +36,16 @@ void* CachingAllocator::allocate(size_t bytes) {
 
 void CachingAllocator::deallocate(void* p, size_t bytes) {
   if (!p) return;
-  std::lock_guard<std::mutex> lock(mutex_);
-  free_[round_size(bytes)].push_back(p);
+  const size_t size = round_size(bytes);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (cached_ + size <= max_cached_) {
+      free_[size].push_back(p);
+      cached_ += size;
+      return;
+    }
+  }
+  raw_->deallocate(p, size);
 }
 
 void CachingAllocator::release_cached() {
@@ -44,13 +53,12 @@ void CachingAllocator::release_cached() {
   for (auto& [size, blocks] : free_)
     for (void* p : blocks) raw_->deallocate(p, size);
   free_.clear();
+  cached_ = 0;
 }
 
 size_t CachingAllocator::cached_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  size_t total = 0;
-  for (auto& [size, blocks] : free_) total += size * blocks.size();
-  return total;
+  return cached_;
 }
 
 }  // namespace tx

@@ -23,10 +23,14 @@ class Allocator {
 };
 
 // Keeps freed blocks in per-size free lists and hands them out again; sizes are rounded up
-// so that a training step's varying batch shapes reuse the same blocks.
+// so that a training step's varying batch shapes reuse the same blocks. At most
+// max_cached_bytes sit in the lists: beyond that a freed block goes back to the raw allocator,
+// so shapes that never repeat (a beam search shrinking its batch) cannot grow memory forever.
 class CachingAllocator : public Allocator {
  public:
-  explicit CachingAllocator(std::unique_ptr<Allocator> raw) : raw_(std::move(raw)) {}
+  explicit CachingAllocator(std::unique_ptr<Allocator> raw, size_t max_cached_bytes = size_t(1)
+                                                                                      << 30)
+      : raw_(std::move(raw)), max_cached_(max_cached_bytes) {}
   ~CachingAllocator() override { release_cached(); }
 
   void* allocate(size_t bytes) override;
@@ -44,6 +48,8 @@ class CachingAllocator : public Allocator {
   std::unique_ptr<Allocator> raw_;
   mutable std::mutex mutex_;
   std::map<size_t, std::vector<void*>> free_;
+  size_t max_cached_;
+  size_t cached_ = 0;  // bytes in free_
 };
 
 }  // namespace tx
