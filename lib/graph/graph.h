@@ -85,4 +85,17 @@ class NoGradScope {
   bool was_;
 };
 
+// Turns dropout off for a scope (inference with a training graph, e.g. incremental decoding).
+class EvalScope {
+ public:
+  explicit EvalScope(Graph& g) : g_(g), was_(g.training()) { g.set_training(false); }
+  ~EvalScope() { g_.set_training(was_); }
+  EvalScope(const EvalScope&) = delete;
+  EvalScope& operator=(const EvalScope&) = delete;
+
+ private:
+  Graph& g_;
+  bool was_;
+};
+
 }  // namespace tx

@@ -6,19 +6,6 @@
 namespace tx::nn {
 
 namespace {
-// Turns dropout off for a scope: incremental decoding is inference.
-class EvalScope {
- public:
-  explicit EvalScope(Graph& g) : g_(g), was_(g.training()) { g.set_training(false); }
-  ~EvalScope() { g_.set_training(was_); }
-  EvalScope(const EvalScope&) = delete;
-  EvalScope& operator=(const EvalScope&) = delete;
-
- private:
-  Graph& g_;
-  bool was_;
-};
-
 // The per-layer sizes and options, the same for encoder and decoder layers.
 EncoderLayerConfig layer_config(const io::ModelConfig& c) {
   EncoderLayerConfig l;
