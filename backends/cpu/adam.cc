@@ -1,6 +1,5 @@
 // Fused Adam update with bias correction (and optional decoupled weight decay).
-#include <cmath>
-
+#include "backend/device_math.h"
 #include "cpu_backend.h"
 #include "parallel.h"
 
@@ -13,19 +12,10 @@ void CpuBackend::adam_update_impl(const Tensor& param, const Tensor& grad, const
   const float* g = grad.data<float>();
   float* pm = m.data<float>();
   float* pv = v.data<float>();
-  const double t = static_cast<double>(p.step);
-  const float correct1 = static_cast<float>(1.0 / (1.0 - std::pow(p.beta1, t)));
-  const float correct2 = static_cast<float>(1.0 / (1.0 - std::pow(p.beta2, t)));
-  const float b1 = p.beta1, b2 = p.beta2, lr = p.lr, eps = p.eps;
-  const float gs = p.grad_scale, decay = p.lr * p.weight_decay;
+  const math::AdamCoefficients c =
+      math::adam_coefficients(p.lr, p.beta1, p.beta2, p.eps, p.step, p.grad_scale, p.weight_decay);
 #pragma omp parallel for simd if (n >= kElementwiseGrain)
-  for (int64_t i = 0; i < n; ++i) {
-    const float gi = g[i] * gs;
-    pm[i] = b1 * pm[i] + (1.0f - b1) * gi;
-    pv[i] = b2 * pv[i] + (1.0f - b2) * gi * gi;
-    const float update = (pm[i] * correct1) / (std::sqrt(pv[i] * correct2) + eps);
-    w[i] -= lr * update + decay * w[i];
-  }
+  for (int64_t i = 0; i < n; ++i) math::adam_step(w[i], g[i], pm[i], pv[i], c);
 }
 
 }  // namespace tx::cpu

@@ -1,6 +1,7 @@
 // Label-smoothed cross-entropy fused with log-softmax, forward and backward.
 #include <cmath>
 
+#include "backend/device_math.h"
 #include "core/error.h"
 #include "cpu_backend.h"
 #include "parallel.h"
@@ -29,7 +30,6 @@ void CpuBackend::cross_entropy_impl(const Tensor& logits, const Tensor& targets,
   check_targets(pt, rows, vocab, ignore_index, "cross_entropy");
   float* pl = losses.data<float>();
   float* pn = nll.defined() ? nll.data<float>() : nullptr;
-  const float uniform = smoothing / static_cast<float>(vocab);
 #pragma omp parallel for if (parallel_rows(rows, vocab))
   for (int64_t r = 0; r < rows; ++r) {
     if (pt[r] == ignore_index) {
@@ -42,10 +42,8 @@ void CpuBackend::cross_entropy_impl(const Tensor& logits, const Tensor& targets,
     float sum_x = 0.0f;
 #pragma omp simd reduction(+ : sum_x)
     for (int64_t j = 0; j < vocab; ++j) sum_x += x[j];
-    const float target_nll = log_z - x[pt[r]];
-    // -sum_v q_v log p_v = (1 - s) nll + (s / V) sum_v (log_z - x_v)
-    pl[r] = (1.0f - smoothing) * target_nll + uniform * (static_cast<float>(vocab) * log_z - sum_x);
-    if (pn) pn[r] = target_nll;
+    pl[r] = math::smoothed_loss(log_z, x[pt[r]], sum_x, vocab, smoothing);
+    if (pn) pn[r] = log_z - x[pt[r]];
   }
 }
 
@@ -66,7 +64,7 @@ void CpuBackend::cross_entropy_backward_impl(const Tensor& logits, const Tensor&
     const float log_z = log_sum_exp(x, vocab);
     const float g = pdl[r];
     float* dx = pdx + r * vocab;
-    for (int64_t j = 0; j < vocab; ++j) dx[j] += g * (std::exp(x[j] - log_z) - uniform);
+    for (int64_t j = 0; j < vocab; ++j) dx[j] += g * math::smoothed_grad(x[j], log_z, uniform);
     dx[pt[r]] -= g * (1.0f - smoothing);
   }
 }

@@ -2,7 +2,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/rng.h"
+#include "backend/device_math.h"
 #include "cpu_backend.h"
 #include "parallel.h"
 
@@ -69,7 +69,7 @@ void apply_dropout(const float* in, float p, uint64_t seed, uint64_t offset, flo
   const float keep_scale = 1.0f / (1.0f - p);
 #pragma omp parallel for if (n >= kElementwiseGrain)
   for (int64_t i = 0; i < n; ++i) {
-    float v = uniform01(seed, offset + static_cast<uint64_t>(i)) >= p ? in[i] * keep_scale : 0.0f;
+    float v = math::dropout_value(in[i], seed, offset + static_cast<uint64_t>(i), p, keep_scale);
     out[i] = accumulate ? out[i] + v : v;
   }
 }
@@ -87,16 +87,11 @@ void CpuBackend::dropout_backward_impl(const Tensor& dy, float p, uint64_t seed,
 
 void CpuBackend::add_positions_impl(const Tensor& x, int64_t start, const Tensor& y) {
   const int64_t batch = x.dim(0), time = x.dim(1), d_model = x.dim(2);
-  // One [time, d_model] table per call, in double: positions reach thousands, where a float
-  // angle loses the low digits of sin/cos.
+  // One [time, d_model] table per call (math::sinusoid works in double).
   std::vector<float> table(time * d_model);
   for (int64_t t = 0; t < time; ++t)
-    for (int64_t i = 0; i < d_model; ++i) {
-      double freq =
-          std::pow(10000.0, -static_cast<double>(i - i % 2) / static_cast<double>(d_model));
-      double angle = static_cast<double>(start + t) * freq;
-      table[t * d_model + i] = static_cast<float>(i % 2 == 0 ? std::sin(angle) : std::cos(angle));
-    }
+    for (int64_t i = 0; i < d_model; ++i)
+      table[t * d_model + i] = math::sinusoid(start + t, i, d_model);
   const float* px = x.data<float>();
   float* py = y.data<float>();
   const int64_t row = time * d_model;

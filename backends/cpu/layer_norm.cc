@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/device_math.h"
 #include "cpu_backend.h"
 #include "parallel.h"
 
@@ -30,10 +31,10 @@ void CpuBackend::layer_norm_impl(const Tensor& x, const Tensor& gamma, const Ten
     float sq = 0.0f;
 #pragma omp simd reduction(+ : sq)
     for (int64_t j = 0; j < d; ++j) sq += (in[j] - mu) * (in[j] - mu);
-    const float rs = 1.0f / std::sqrt(sq / static_cast<float>(d) + eps);
+    const float rs = math::layer_norm_rstd(sq, d, eps);
     float* out = py + r * d;
 #pragma omp simd
-    for (int64_t j = 0; j < d; ++j) out[j] = (in[j] - mu) * rs * pg[j] + pb[j];
+    for (int64_t j = 0; j < d; ++j) out[j] = math::layer_norm_apply(in[j], mu, rs, pg[j], pb[j]);
     pm[r] = mu;
     ps[r] = rs;
   }
@@ -75,10 +76,8 @@ void CpuBackend::layer_norm_backward_impl(const Tensor& dy, const Tensor& x, con
       mean_gdy /= static_cast<float>(d);
       mean_gdy_xhat /= static_cast<float>(d);
       float* out = pdx + r * d;
-      for (int64_t j = 0; j < d; ++j) {
-        const float xhat = (in[j] - mu) * rs;
-        out[j] += rs * (pg[j] * g[j] - mean_gdy - xhat * mean_gdy_xhat);
-      }
+      for (int64_t j = 0; j < d; ++j)
+        out[j] += math::layer_norm_dx(in[j], g[j], pg[j], mu, rs, mean_gdy, mean_gdy_xhat);
     }
   }
   float* pdg = dgamma.data<float>();

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backend/device_math.h"
 #include "cpu_backend.h"
 #include "parallel.h"
 #include "row_math.h"
@@ -21,10 +22,8 @@ void CpuBackend::softmax_impl(const Tensor& x, float scale, const Tensor& key_le
 #pragma omp parallel for if (parallel_rows(rows, tk))
   for (int64_t r = 0; r < rows; ++r) {
     // Both masks hide a suffix of the keys: key j is visible iff j < visible.
-    int64_t visible = tk;
-    if (lengths)
-      visible = std::min<int64_t>(visible, std::max<int32_t>(lengths[r / rows_per_batch], 0));
-    if (causal) visible = std::min<int64_t>(visible, std::max<int64_t>(r % tq + tk - tq + 1, 0));
+    const int64_t length = lengths ? std::max<int32_t>(lengths[r / rows_per_batch], 0) : -1;
+    const int64_t visible = math::visible_keys(r % tq, tq, tk, length, causal);
     const float* in = px + r * tk;
     float* out = py + r * tk;
     float max = -std::numeric_limits<float>::infinity();

@@ -1,20 +1,15 @@
-#include <cuda_runtime.h>
+// CudaBackend core: device selection, the stream and cuBLAS handle, memory, copies, fill, the
+// index-error record, and registration.
+#include <cublas_v2.h>
 
 #include "backend/registry.h"
 #include "core/half.h"
 #include "cuda_backend.h"
+#include "cuda_common.cuh"
 
 namespace tx::cuda {
 
 namespace {
-
-void check(cudaError_t status, const char* what) {
-  TX_CHECK(status == cudaSuccess, "cuda: ", what, " failed: ", cudaGetErrorString(status));
-}
-
-cudaStream_t as_stream(void* s) {
-  return static_cast<cudaStream_t>(s);
-}
 
 // Makes `index` the calling thread's current device for a scope, then restores the caller's:
 // streams and memory belong to one device, and a backend may be used from any thread.
@@ -37,6 +32,9 @@ class DeviceGuard {
   int previous_ = -1;
 };
 
+// Raw device memory; CachingAllocator on top keeps freed blocks for reuse. Blocks are reused in
+// stream order (one stream per backend), so a block freed while a kernel still reads it is only
+// handed to kernels issued after that one.
 class DeviceAllocator : public Allocator {
  public:
   explicit DeviceAllocator(int index) : index_(index) {}
@@ -46,8 +44,12 @@ class DeviceAllocator : public Allocator {
     cudaError_t status = cudaMalloc(&p, bytes);
     if (status != cudaSuccess) {
       cudaGetLastError();  // clear it, or the next launch check would report this failure
-      throw Error(str("cuda:", index_, ": out of device memory allocating ", bytes, " bytes (",
-                      cudaGetErrorString(status), "); use smaller batches (--max-tokens)"));
+      size_t free_bytes = 0, total_bytes = 0;
+      cudaMemGetInfo(&free_bytes, &total_bytes);
+      cudaGetLastError();
+      throw Error(str("cuda:", index_, ": out of GPU memory allocating ", bytes >> 20, " MiB (",
+                      free_bytes >> 20, " of ", total_bytes >> 20,
+                      " MiB free); use smaller batches (--max-tokens) or a smaller model"));
     }
     return p;
   }
@@ -64,16 +66,27 @@ class DeviceAllocator : public Allocator {
 // Writes `bits` (a 2- or 4-byte pattern) into every element.
 template <typename T>
 __global__ void fill_kernel(T* p, int64_t n, T bits) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    p[i] = bits;
+  TX_GRID_STRIDE(i, n) p[i] = bits;
 }
 
 template <typename T>
 void launch_fill(void* p, int64_t n, T bits, cudaStream_t stream) {
-  int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 65535));
-  fill_kernel<T><<<blocks, 256, 0, stream>>>(static_cast<T*>(p), n, bits);
-  check(cudaGetLastError(), "fill kernel launch");
+  fill_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(p), n, bits);
+  check_launch("fill kernel");
+}
+
+const char* index_op_name(int32_t op) {
+  switch (op) {
+    case kGatherRows:
+      return "gather_rows";
+    case kScatterAddRows:
+      return "scatter_add_rows";
+    case kCrossEntropy:
+      return "cross_entropy";
+    case kCrossEntropyBackward:
+      return "cross_entropy_backward";
+  }
+  return "cuda operator";
 }
 
 }  // namespace
@@ -87,8 +100,13 @@ std::string cuda_unavailable_reason() {
     return std::string("no CUDA device: ") + cudaGetErrorString(status);
   }
   if (count == 0) return "no CUDA device found";
-  // Until the operators land (pending_ops.inc), a GPU is found but cannot run a model.
-  return "the CUDA backend's operators are not implemented yet (it has memory, copies and fill)";
+  // The kernels are built for sm_80 and sm_90 (plus PTX for newer GPUs): older GPUs cannot run
+  // them. Reported for device 0; a specific cuda:N is checked when it is created.
+  cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major < 8)
+    return str("CUDA device 0 (", prop.name, ") has compute capability ", prop.major, ".",
+               prop.minor, "; this build's kernels need 8.0 or newer");
+  return "";
 }
 
 CudaBackend::CudaBackend(const BackendOptions& options) : index_(options.device_index) {
@@ -97,73 +115,105 @@ CudaBackend::CudaBackend(const BackendOptions& options) : index_(options.device_
   TX_CHECK(index_ >= 0 && index_ < count, "--device cuda:", index_, ": this machine has ", count,
            " CUDA device(s); pick cuda:0..cuda:", count - 1);
   DeviceGuard guard(index_);
+  cudaDeviceProp prop;
+  check(cudaGetDeviceProperties(&prop, index_), "cudaGetDeviceProperties");
+  TX_CHECK(prop.major >= 8, "--device cuda:", index_, ": ", prop.name, " has compute capability ",
+           prop.major, ".", prop.minor, "; this build's kernels need 8.0 or newer");
   cudaStream_t s;
   check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
   stream_ = s;
+  cublasHandle_t handle;
+  cublasStatus_t cs = cublasCreate(&handle);
+  TX_CHECK(cs == CUBLAS_STATUS_SUCCESS, "cuda:", index_, ": cublasCreate failed (status ", int(cs),
+           ")");
+  cublas_ = handle;
+  TX_CHECK(cublasSetStream(handle, s) == CUBLAS_STATUS_SUCCESS, "cuda: cublasSetStream failed");
+  // Exact fp32 GEMMs (no TF32): results stay comparable with the CPU backend.
+  cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH);
+  void* record = nullptr;
+  check(cudaHostAlloc(&record, sizeof(IndexErrorRecord), cudaHostAllocMapped),
+        "cudaHostAlloc (index error record)");
+  errors_host_ = static_cast<IndexErrorRecord*>(record);
+  *errors_host_ = IndexErrorRecord{};
+  void* device_view = nullptr;
+  check(cudaHostGetDevicePointer(&device_view, record, 0), "cudaHostGetDevicePointer");
+  errors_device_ = static_cast<IndexErrorRecord*>(device_view);
+  void* scratch = nullptr;
+  check(cudaMalloc(&scratch, kReduceBlocks * sizeof(double)), "cudaMalloc (reduction scratch)");
+  reduce_scratch_ = static_cast<double*>(scratch);
   allocator_ = std::make_shared<CachingAllocator>(std::make_unique<DeviceAllocator>(index_));
 }
 
 CudaBackend::~CudaBackend() {
-  if (stream_) {
-    DeviceGuard guard(index_);
-    cudaStreamSynchronize(as_stream(stream_));
-    cudaStreamDestroy(as_stream(stream_));
-  }
+  DeviceGuard guard(index_);
+  if (stream_) cudaStreamSynchronize(as_stream(stream_));
+  if (cublas_) cublasDestroy(static_cast<cublasHandle_t>(cublas_));
+  if (reduce_scratch_) cudaFree(reduce_scratch_);
+  if (errors_host_) cudaFreeHost(errors_host_);
+  if (stream_) cudaStreamDestroy(as_stream(stream_));
+}
+
+void* CudaBackend::enter() const {
+  int current = -1;
+  cudaGetDevice(&current);
+  if (current != index_) check(cudaSetDevice(index_), "cudaSetDevice");
+  return stream_;
+}
+
+void CudaBackend::raise_index_error() {
+  if (errors_host_->flag == 0) return;
+  const IndexErrorRecord r = *errors_host_;
+  *errors_host_ = IndexErrorRecord{};
+  if (r.op == kCrossEntropy || r.op == kCrossEntropyBackward)
+    throw Error(str(index_op_name(r.op), ": target id ", r.value, " in row ", r.position,
+                    " is outside the vocabulary [0, ", r.limit,
+                    "); check the vocabulary matches the model"));
+  throw Error(str(index_op_name(r.op), ": index ", r.value, " at position ", r.position,
+                  " is outside [0, ", r.limit, ")"));
 }
 
 void CudaBackend::synchronize() {
   DeviceGuard guard(index_);
   check(cudaStreamSynchronize(as_stream(stream_)), "synchronize");
+  raise_index_error();
 }
 
 void CudaBackend::copy_from_host_impl(const void* src, const Tensor& dst) {
-  DeviceGuard guard(index_);
-  check(cudaMemcpyAsync(dst.raw(), src, dst.nbytes(), cudaMemcpyHostToDevice, as_stream(stream_)),
-        "copy to device");
+  cudaStream_t s = as_stream(enter());
+  check(cudaMemcpyAsync(dst.raw(), src, dst.nbytes(), cudaMemcpyHostToDevice, s), "copy to device");
   // The host buffer may be freed as soon as we return.
   synchronize();
 }
 
 void CudaBackend::copy_to_host_impl(const Tensor& src, void* dst) {
-  DeviceGuard guard(index_);
-  check(cudaMemcpyAsync(dst, src.raw(), src.nbytes(), cudaMemcpyDeviceToHost, as_stream(stream_)),
-        "copy to host");
+  cudaStream_t s = as_stream(enter());
+  check(cudaMemcpyAsync(dst, src.raw(), src.nbytes(), cudaMemcpyDeviceToHost, s), "copy to host");
   synchronize();
 }
 
 void CudaBackend::copy_impl(const Tensor& src, const Tensor& dst) {
-  DeviceGuard guard(index_);
-  check(cudaMemcpyAsync(dst.raw(), src.raw(), src.nbytes(), cudaMemcpyDeviceToDevice,
-                        as_stream(stream_)),
+  cudaStream_t s = as_stream(enter());
+  check(cudaMemcpyAsync(dst.raw(), src.raw(), src.nbytes(), cudaMemcpyDeviceToDevice, s),
         "device copy");
 }
 
 void CudaBackend::fill_impl(const Tensor& x, float value) {
-  DeviceGuard guard(index_);
+  cudaStream_t s = as_stream(enter());
   switch (x.dtype()) {
     case DType::f32:
-      launch_fill<float>(x.raw(), x.numel(), value, as_stream(stream_));
+      launch_fill<float>(x.raw(), x.numel(), value, s);
       break;
     case DType::i32:
-      launch_fill<int32_t>(x.raw(), x.numel(), float_to_i32(value), as_stream(stream_));
+      launch_fill<int32_t>(x.raw(), x.numel(), float_to_i32(value), s);
       break;
     case DType::f16:
-      launch_fill<uint16_t>(x.raw(), x.numel(), float_to_f16(value), as_stream(stream_));
+      launch_fill<uint16_t>(x.raw(), x.numel(), float_to_f16(value), s);
       break;
     case DType::bf16:
-      launch_fill<uint16_t>(x.raw(), x.numel(), float_to_bf16(value), as_stream(stream_));
+      launch_fill<uint16_t>(x.raw(), x.numel(), float_to_bf16(value), s);
       break;
   }
 }
-
-// Operators still to come: each names itself, so a caller learns exactly what is missing.
-#define TX_CUDA_PENDING(signature)                                                              \
-  void CudaBackend::signature {                                                                 \
-    throw Error(std::string("cuda backend: ") + #signature +                                    \
-                " is not implemented yet; run with --device cpu until the CUDA backend lands"); \
-  }
-#include "pending_ops.inc"
-#undef TX_CUDA_PENDING
 
 }  // namespace tx::cuda
 

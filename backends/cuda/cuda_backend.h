@@ -1,14 +1,33 @@
-// CudaBackend: the operator table on one NVIDIA GPU (cuBLAS GEMMs, CUDA kernels).
+// CudaBackend: the operator table on one NVIDIA GPU: cuBLAS for the GEMMs, CUDA kernels for the
+// rest (one file per family, like backends/cpu), everything issued on one stream per backend.
 //
-// This first cut owns device memory, copies and fill; the operators arrive with the CUDA
-// backend issue and, until then, raise a clear error instead of computing anything.
+// Index errors (gather_rows, scatter_add_rows, cross_entropy) are detected by the kernels, which
+// record the first bad id in a pinned host record; synchronize() (and so every copy to the host)
+// raises it as tx::Error. This header needs no CUDA headers: handles are kept opaque.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "backend/backend.h"
 
 namespace tx::cuda {
+
+// What a kernel writes when it meets an out-of-range index (first one wins).
+struct IndexErrorRecord {
+  int32_t flag;      // 0 = none
+  int32_t op;        // IndexOp
+  int64_t value;     // the offending id
+  int64_t position;  // its position in the index / target tensor
+  int64_t limit;     // the valid range is [0, limit)
+};
+
+enum IndexOp : int32_t {
+  kGatherRows = 1,
+  kScatterAddRows = 2,
+  kCrossEntropy = 3,
+  kCrossEntropyBackward = 4
+};
 
 class CudaBackend : public Backend {
  public:
@@ -25,15 +44,64 @@ class CudaBackend : public Backend {
   void copy_to_host_impl(const Tensor& src, void* dst) override;
   void copy_impl(const Tensor& src, const Tensor& dst) override;
   void fill_impl(const Tensor& x, float value) override;
-
-#define TX_CUDA_PENDING(signature) void signature override;
-#include "pending_ops.inc"
-#undef TX_CUDA_PENDING
+  void gemm_impl(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+                 float alpha, float beta) override;
+  void add_bias_impl(const Tensor& x, const Tensor& bias, const Tensor& y) override;
+  void add_impl(const Tensor& a, const Tensor& b, const Tensor& y) override;
+  void axpy_impl(float alpha, const Tensor& x, const Tensor& y) override;
+  void scale_impl(const Tensor& x, float alpha, const Tensor& y) override;
+  void relu_impl(const Tensor& x, const Tensor& y) override;
+  void relu_backward_impl(const Tensor& dy, const Tensor& y, const Tensor& dx) override;
+  void dropout_impl(const Tensor& x, float p, uint64_t seed, uint64_t offset,
+                    const Tensor& y) override;
+  void dropout_backward_impl(const Tensor& dy, float p, uint64_t seed, uint64_t offset,
+                             const Tensor& dx) override;
+  void add_positions_impl(const Tensor& x, int64_t start, const Tensor& y) override;
+  void cast_impl(const Tensor& x, const Tensor& y) override;
+  void softmax_impl(const Tensor& x, float scale, const Tensor& key_lengths, bool causal,
+                    const Tensor& y) override;
+  void softmax_backward_impl(const Tensor& y, const Tensor& dy, float scale,
+                             const Tensor& dx) override;
+  void split_heads_impl(const Tensor& x, int heads, const Tensor& y, bool accumulate) override;
+  void merge_heads_impl(const Tensor& x, const Tensor& y, bool accumulate) override;
+  void log_softmax_impl(const Tensor& x, const Tensor& y) override;
+  void log_softmax_backward_impl(const Tensor& y, const Tensor& dy, const Tensor& dx) override;
+  void layer_norm_impl(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                       const Tensor& y, const Tensor& mean, const Tensor& rstd) override;
+  void layer_norm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                const Tensor& mean, const Tensor& rstd, const Tensor& dx,
+                                const Tensor& dgamma, const Tensor& dbeta) override;
+  void cross_entropy_impl(const Tensor& logits, const Tensor& targets, float smoothing,
+                          int32_t ignore_index, const Tensor& losses, const Tensor& nll) override;
+  void cross_entropy_backward_impl(const Tensor& logits, const Tensor& targets, float smoothing,
+                                   int32_t ignore_index, const Tensor& dlosses,
+                                   const Tensor& dlogits) override;
+  void gather_rows_impl(const Tensor& src, const Tensor& index, const Tensor& dst,
+                        float scale) override;
+  void scatter_add_rows_impl(const Tensor& src, const Tensor& index, const Tensor& dst,
+                             float scale) override;
+  void top_k_impl(const Tensor& x, int k, const Tensor& values, const Tensor& indices) override;
+  void sum_impl(const Tensor& x, const Tensor& out) override;
+  void squared_norm_impl(const Tensor& x, const Tensor& out) override;
+  void sum_rows_impl(const Tensor& x, const Tensor& out, float beta) override;
+  void adam_update_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                        const AdamParams& p) override;
 
  private:
+  // Sets this backend's GPU as the calling thread's current device; returns the stream.
+  void* enter() const;
+  // Raises (and clears) an index error recorded by a kernel; call after the stream is idle.
+  void raise_index_error();
+  // Scratch for the two-stage reductions: kReduceBlocks doubles, reused in stream order.
+  double* reduce_scratch() const { return reduce_scratch_; }
+
   int index_;
   std::shared_ptr<Allocator> allocator_;
-  void* stream_ = nullptr;  // cudaStream_t, kept opaque so this header needs no CUDA headers
+  void* stream_ = nullptr;                     // cudaStream_t
+  void* cublas_ = nullptr;                     // cublasHandle_t, bound to stream_
+  IndexErrorRecord* errors_host_ = nullptr;    // pinned, mapped
+  IndexErrorRecord* errors_device_ = nullptr;  // the same record as the kernels see it
+  double* reduce_scratch_ = nullptr;
 };
 
 // Why no CUDA device can be used here ("" when one can).

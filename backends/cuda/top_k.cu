@@ -1,0 +1,88 @@
+// top_k: the k largest entries of each row in descending order, ties to the lower index. One
+// block per row makes k passes; pass p picks the first element, in the order (value desc, index
+// asc), that comes after pick p-1: no scratch memory, exactly the CPU's order. k is small in
+// beam search (2 x beam); k up to the row length works, in O(k * cols / threads) per row.
+#include "cuda_backend.h"
+#include "cuda_common.cuh"
+
+namespace tx::cuda {
+
+namespace {
+
+struct Candidate {
+  float value;
+  int32_t index;  // < 0: none
+};
+
+// Whether a comes before b in the output order (a candidate before none).
+__device__ inline bool before(const Candidate& a, const Candidate& b) {
+  if (b.index < 0) return a.index >= 0;
+  if (a.index < 0) return false;
+  return a.value > b.value || (a.value == b.value && a.index < b.index);
+}
+
+__device__ inline Candidate warp_best(Candidate c) {
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    Candidate o{__shfl_xor_sync(0xffffffffu, c.value, offset),
+                __shfl_xor_sync(0xffffffffu, c.index, offset)};
+    if (before(o, c)) c = o;
+  }
+  return c;
+}
+
+__device__ Candidate block_best(Candidate c) {
+  __shared__ float values[32];
+  __shared__ int32_t indices[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  c = warp_best(c);
+  __syncthreads();
+  if (lane == 0) {
+    values[warp] = c.value;
+    indices[warp] = c.index;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    const int warps = blockDim.x >> 5;
+    c = lane < warps ? Candidate{values[lane], indices[lane]} : Candidate{0.0f, -1};
+    c = warp_best(c);
+    if (lane == 0) {
+      values[0] = c.value;
+      indices[0] = c.index;
+    }
+  }
+  __syncthreads();
+  return Candidate{values[0], indices[0]};
+}
+
+__global__ void top_k_kernel(const float* x, int64_t rows, int64_t cols, int k, float* values,
+                             int32_t* indices) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* in = x + r * cols;
+    Candidate prev{0.0f, -1};
+    for (int p = 0; p < k; ++p) {
+      Candidate best{0.0f, -1};
+      for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+        const Candidate c{in[j], static_cast<int32_t>(j)};
+        if ((prev.index < 0 || before(prev, c)) && before(c, best)) best = c;
+      }
+      best = block_best(best);
+      if (threadIdx.x == 0) {
+        values[r * k + p] = best.value;
+        indices[r * k + p] = best.index;
+      }
+      prev = best;
+    }
+  }
+}
+
+}  // namespace
+
+void CudaBackend::top_k_impl(const Tensor& x, int k, const Tensor& values, const Tensor& indices) {
+  const int64_t cols = x.shape().cols(), rows = x.shape().rows();
+  TX_CHECK(cols <= 0x7fffffff, "top_k: rows of ", cols, " entries exceed the i32 index range");
+  top_k_kernel<<<row_blocks(rows), row_threads(cols), 0, as_stream(enter())>>>(
+      x.data<float>(), rows, cols, k, values.data<float>(), indices.data<int32_t>());
+  check_launch("top_k");
+}
+
+}  // namespace tx::cuda

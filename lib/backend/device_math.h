@@ -1,0 +1,171 @@
+// Device math: the formulas both backends need, written once as inline functions that compile
+// for the host (backends/cpu) and for the GPU (backends/cuda, TX_HOST_DEVICE = __host__
+// __device__ under nvcc). The CPU conformance tests therefore exercise the arithmetic the GPU
+// runs: Adam's step, LayerNorm's normalisation and gradient, the label-smoothed loss, the
+// dropout mask (bit-identical on every device: a pure function of (seed, index)), the
+// sinusoidal position table, the attention mask rule and the dtype conversions.
+//
+// Only plain arithmetic lives here: no loops over rows (each backend parallelises its own way),
+// no allocation, no virtual calls.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/half.h"  // TX_HOST_DEVICE, f16/bf16/i32 conversions
+#include "core/rng.h"   // uniform01
+
+namespace tx::math {
+
+// ---- Adam ---------------------------------------------------------------------------------------
+
+// Per-call constants of the fused Adam step (computed once on the host from AdamParams).
+struct AdamCoefficients {
+  float beta1, beta2, lr, eps;
+  float correct1, correct2;  // 1 / (1 - beta^t), the bias corrections
+  float grad_scale;          // gradients are multiplied by this first
+  float decay;               // lr * weight_decay (decoupled, AdamW)
+};
+
+inline AdamCoefficients adam_coefficients(float lr, float beta1, float beta2, float eps,
+                                          int64_t step, float grad_scale, float weight_decay) {
+  const double t = static_cast<double>(step);
+  AdamCoefficients c;
+  c.beta1 = beta1;
+  c.beta2 = beta2;
+  c.lr = lr;
+  c.eps = eps;
+  c.correct1 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(beta1), t)));
+  c.correct2 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(beta2), t)));
+  c.grad_scale = grad_scale;
+  c.decay = lr * weight_decay;
+  return c;
+}
+
+// One element: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+// w -= lr * (m * c1) / (sqrt(v * c2) + eps) + lr * wd * w.
+TX_HOST_DEVICE inline void adam_step(float& w, float grad, float& m, float& v,
+                                     const AdamCoefficients& c) {
+  const float g = grad * c.grad_scale;
+  m = c.beta1 * m + (1.0f - c.beta1) * g;
+  v = c.beta2 * v + (1.0f - c.beta2) * g * g;
+  const float update = (m * c.correct1) / (sqrtf(v * c.correct2) + c.eps);
+  w -= c.lr * update + c.decay * w;
+}
+
+// ---- LayerNorm ----------------------------------------------------------------------------------
+
+// rstd = 1 / sqrt(var + eps) from the sum of squared deviations over d elements (biased).
+TX_HOST_DEVICE inline float layer_norm_rstd(float squared_deviations, int64_t d, float eps) {
+  return 1.0f / sqrtf(squared_deviations / static_cast<float>(d) + eps);
+}
+
+// y = (x - mean) * rstd * gamma + beta
+TX_HOST_DEVICE inline float layer_norm_apply(float x, float mean, float rstd, float gamma,
+                                             float beta) {
+  return (x - mean) * rstd * gamma + beta;
+}
+
+// dx_j = rstd * (gamma_j dy_j - mean(gamma dy) - xhat_j * mean(gamma dy xhat)).
+TX_HOST_DEVICE inline float layer_norm_dx(float x, float dy, float gamma, float mean, float rstd,
+                                          float mean_gdy, float mean_gdy_xhat) {
+  const float xhat = (x - mean) * rstd;
+  return rstd * (gamma * dy - mean_gdy - xhat * mean_gdy_xhat);
+}
+
+// ---- label-smoothed cross-entropy ---------------------------------------------------------------
+
+// losses = -sum_v q_v log p_v with q = (1 - s) onehot + s / V, from the row's log-partition log_z,
+// its target logit and the sum of its logits:
+//   (1 - s) (log_z - x_t) + (s / V) (V log_z - sum_v x_v).
+TX_HOST_DEVICE inline float smoothed_loss(float log_z, float target_logit, float sum_logits,
+                                          int64_t vocab, float smoothing) {
+  const float uniform = smoothing / static_cast<float>(vocab);
+  const float nll = log_z - target_logit;
+  return (1.0f - smoothing) * nll + uniform * (static_cast<float>(vocab) * log_z - sum_logits);
+}
+
+// d loss / d x_j (before the row's upstream gradient) without the target's -(1 - s) term:
+// softmax_j - s / V.
+TX_HOST_DEVICE inline float smoothed_grad(float logit, float log_z, float uniform) {
+  return expf(logit - log_z) - uniform;
+}
+
+// ---- dropout ------------------------------------------------------------------------------------
+
+// Whether element `index` survives: uniform01(seed, index) >= p (core/rng.h), the same bits on
+// every device.
+TX_HOST_DEVICE inline bool dropout_keep(uint64_t seed, uint64_t index, float p) {
+  return uniform01(seed, index) >= p;
+}
+
+// x * keep / (1 - p) given keep_scale = 1 / (1 - p).
+TX_HOST_DEVICE inline float dropout_value(float x, uint64_t seed, uint64_t index, float p,
+                                          float keep_scale) {
+  return dropout_keep(seed, index, p) ? x * keep_scale : 0.0f;
+}
+
+// ---- sinusoidal positions -----------------------------------------------------------------------
+
+// PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(pos / 10000^(2i/D)), in double:
+// positions reach thousands, where a float angle loses the low digits of sin and cos.
+TX_HOST_DEVICE inline float sinusoid(int64_t pos, int64_t i, int64_t d_model) {
+  const double freq = pow(10000.0, -static_cast<double>(i - i % 2) / static_cast<double>(d_model));
+  const double angle = static_cast<double>(pos) * freq;
+  return static_cast<float>(i % 2 == 0 ? sin(angle) : cos(angle));
+}
+
+// ---- attention mask -----------------------------------------------------------------------------
+
+// How many leading keys row `query` (of tq queries over tk keys) sees: keys j >= key_length are
+// padding; causal lets query i see keys j <= i + tk - tq. Both masks hide a suffix.
+TX_HOST_DEVICE inline int64_t visible_keys(int64_t query, int64_t tq, int64_t tk,
+                                           int64_t key_length, bool causal) {
+  int64_t visible = tk;
+  if (key_length >= 0) visible = visible < key_length ? visible : key_length;
+  if (causal) {
+    int64_t limit = query + tk - tq + 1;
+    if (limit < 0) limit = 0;
+    visible = visible < limit ? visible : limit;
+  }
+  return visible;
+}
+
+// ---- dtype conversion ---------------------------------------------------------------------------
+
+// Element i of a buffer of dtype t, as float (i32 converts exactly up to 2^24).
+TX_HOST_DEVICE inline float load_as_float(const void* p, DType t, int64_t i) {
+  switch (t) {
+    case DType::f32:
+      return static_cast<const float*>(p)[i];
+    case DType::f16:
+      return f16_to_float(static_cast<const uint16_t*>(p)[i]);
+    case DType::bf16:
+      return bf16_to_float(static_cast<const uint16_t*>(p)[i]);
+    case DType::i32:
+      return static_cast<float>(static_cast<const int32_t*>(p)[i]);
+  }
+  return 0.0f;
+}
+
+// Stores v as element i of a buffer of dtype t (round to nearest even; i32 truncates and
+// saturates).
+TX_HOST_DEVICE inline void store_from_float(void* p, DType t, int64_t i, float v) {
+  switch (t) {
+    case DType::f32:
+      static_cast<float*>(p)[i] = v;
+      break;
+    case DType::f16:
+      static_cast<uint16_t*>(p)[i] = float_to_f16(v);
+      break;
+    case DType::bf16:
+      static_cast<uint16_t*>(p)[i] = float_to_bf16(v);
+      break;
+    case DType::i32:
+      static_cast<int32_t*>(p)[i] = float_to_i32(v);
+      break;
+  }
+}
+
+}  // namespace tx::math
