@@ -1,5 +1,6 @@
-// metrics: the 13a tokenizer rule by rule, BLEU and chrF on hand-counted cases, input errors,
-// and agreement with sacreBLEU on real test sets (../shared/data, skipped when absent).
+// metrics: the 13a, intl and char tokenizers rule by rule, BLEU and chrF on hand-counted cases,
+// signatures, input errors, and agreement with sacreBLEU on real test sets (../shared/data,
+// skipped when absent).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -12,12 +13,14 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "metrics/bleu.h"
 #include "metrics/chrf.h"
 #include "metrics/read_lines.h"
+#include "metrics/signature.h"
 #include "metrics/tokenize_13a.h"
+#include "metrics/tokenize_intl.h"
 #include "metrics/unicode.h"
-#include "core/utf8.h"
 
 using Catch::Contains;
 using tx::metrics::BleuOptions;
@@ -29,6 +32,8 @@ using tx::metrics::ChrfOptions;
 using tx::metrics::ChrfScore;
 using tx::metrics::Lines;
 using tx::metrics::tokenize_13a;
+using tx::metrics::tokenize_char;
+using tx::metrics::tokenize_intl;
 namespace fs = std::filesystem;
 
 namespace {
@@ -105,6 +110,111 @@ TEST_CASE("metrics tokenize_13a: Python's Unicode whitespace separates tokens", 
   CHECK(tokenize_13a("") == "");
 }
 
+// ---- the intl and char tokenizers ---------------------------------------------------------------
+// Expected strings from sacreBLEU 2.4.3 (regex 2026.11.15):
+//   from sacrebleu.tokenizers.tokenizer_intl import TokenizerV14International
+//   TokenizerV14International()(line)
+// and for char, " ".join(TokenizerChar()(line).split()) (BLEU splits its output on whitespace).
+
+TEST_CASE("metrics tokenize_intl: punctuation splits off unless a number is beside it",
+          "[metrics]") {
+  CHECK(tokenize_intl("Hello, world!") == "Hello , world !");
+  CHECK(tokenize_intl("3.14 1,000 1.000,50") == "3.14 1,000 1.000,50");
+  CHECK(tokenize_intl("end.") == "end .");
+  CHECK(tokenize_intl("in 2019.") == "in 2019.");  // no padding: mteval-v14 keeps a year's period
+  CHECK(tokenize_intl("x.1 1.x") == "x . 1 1 . x");
+  CHECK(tokenize_intl("U.S.A.") == "U . S . A .");
+  CHECK(tokenize_intl("(a) [b] {c}") == "( a ) [ b ] { c }");
+  CHECK(tokenize_intl("it's x-ray a-1 1-a") == "it ' s x - ray a - 1 1 - a");
+}
+
+TEST_CASE("metrics tokenize_intl: Unicode punctuation, symbols and numbers", "[metrics]") {
+  CHECK(tokenize_intl("\u201EDas ist gut\u201C, sagte er \u2013 nicht wahr?") ==
+        "\u201E Das ist gut \u201C , sagte er \u2013 nicht wahr ?");
+  CHECK(tokenize_intl("\u00ABBonjour\u00BB \u00BFQu\u00E9? \u00A1S\u00ED!") ==
+        "\u00AB Bonjour \u00BB \u00BF Qu\u00E9 ? \u00A1 S\u00ED !");
+  // Symbols (Sc, Sm, Sk, So) always split, digits or not.
+  CHECK(tokenize_intl("5\u20AC $5 a+b 2\u00D73 \u00A9 x^2 `q`") ==
+        "5 \u20AC $ 5 a + b 2 \u00D7 3 \u00A9 x ^ 2 ` q `");
+  CHECK(tokenize_intl("\u65E5\u672C\u8A9E\u3001\u30C6\u30B9\u30C8\u3002") ==
+        "\u65E5\u672C\u8A9E \u3001 \u30C6\u30B9\u30C8 \u3002");
+  // Arabic-Indic digits are numbers too; a Roman numeral (Nl) or superscript two (No) as well.
+  CHECK(tokenize_intl("\u0663.\u0661\u0664 \u0663\u060C\u0661\u0664") ==
+        "\u0663.\u0661\u0664 \u0663\u060C\u0661\u0664");
+  CHECK(tokenize_intl("\u216B. \u00BD, x\u00B2.") == "\u216B . \u00BD , x\u00B2.");
+  // Python's whitespace (no-break space, ideographic space) separates tokens.
+  CHECK(tokenize_intl("a\u00A0b\u3000c") == "a b c");
+}
+
+TEST_CASE("metrics tokenize_intl: substitutions do not overlap their matches", "[metrics]") {
+  // Pass 1 matches "a." and resumes after it, so ",b" is left to pass 2, which splits it.
+  CHECK(tokenize_intl("a.,b") == "a . , b");
+  CHECK(tokenize_intl("1.,2") == "1 . , 2");
+}
+
+TEST_CASE("metrics tokenize_char: every non-space character is a token", "[metrics]") {
+  CHECK(tokenize_char("Ab c") == "A b c");
+  CHECK(tokenize_char("x-1!") == "x - 1 !");
+  CHECK(tokenize_char("\u65E5\u672C\u8A9E") == "\u65E5 \u672C \u8A9E");
+  CHECK(tokenize_char("a\u3000b\u00A0c ") == "a b c");
+  CHECK(tokenize_char("") == "");
+}
+
+// ---- signatures --------------------------------------------------------------------------------
+// sacreBLEU 2.4.3's, e.g. BLEU(smooth_method='floor').get_signature().format() after a
+// corpus_score, with its "version:2.4.3" in place of tx's.
+
+TEST_CASE("metrics signatures: sacreBLEU's fields and order, tx's version", "[metrics]") {
+  const std::string v = "version:" + tx::metrics::signature_version();
+  CHECK(tx::metrics::signature_version().rfind("tx-", 0) == 0);
+  BleuOptions o;
+  CHECK(tx::metrics::bleu_signature(o, 1) == "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|" + v);
+  o.lowercase = true;
+  o.tokenizer = BleuTokenizer::kIntl;
+  o.effective_order = true;
+  CHECK(tx::metrics::bleu_signature(o, 2) == "nrefs:2|case:lc|eff:yes|tok:intl|smooth:exp|" + v);
+  o = BleuOptions();
+  o.tokenizer = BleuTokenizer::kChar;
+  o.smoothing = BleuSmoothing::kFloor;
+  CHECK(tx::metrics::bleu_signature(o, 1) ==
+        "nrefs:1|case:mixed|eff:no|tok:char|smooth:floor[0.10]|" + v);
+  o.smooth_value = 0.05;
+  CHECK(tx::metrics::bleu_signature(o, 1) ==
+        "nrefs:1|case:mixed|eff:no|tok:char|smooth:floor[0.05]|" + v);
+  o = BleuOptions();
+  o.tokenizer = BleuTokenizer::kNone;
+  o.smoothing = BleuSmoothing::kAddK;
+  CHECK(tx::metrics::bleu_signature(o, 1) ==
+        "nrefs:1|case:mixed|eff:no|tok:none|smooth:add-k[1.00]|" + v);
+  o.smoothing = BleuSmoothing::kNone;
+  CHECK(tx::metrics::bleu_signature(o, 1) == "nrefs:1|case:mixed|eff:no|tok:none|smooth:none|" + v);
+
+  CHECK(tx::metrics::chrf_signature(ChrfOptions(), 1) ==
+        "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|" + v);
+  ChrfOptions pp = tx::metrics::chrf_plus_plus_options();
+  pp.lowercase = true;
+  CHECK(tx::metrics::chrf_signature(pp, 3) == "nrefs:3|case:lc|eff:yes|nc:6|nw:2|space:no|" + v);
+
+  // In the line, the signature follows the name, as in sacreBLEU's text output.
+  CHECK(bleu1("a b c d", "a b c d").format(2, "sig") ==
+        "BLEU|sig = 100.00 100.0/100.0/100.0/100.0 (BP = 1.000 ratio = 1.000 hyp_len = 4 "
+        "ref_len = 4)");
+  CHECK(chrf1("abc", "abc").format(2, "sig") == "chrF2|sig = 100.00");
+}
+
+TEST_CASE("metrics BLEU: max_order other than 4", "[metrics]") {
+  BleuOptions o;
+  o.max_order = 2;
+  // Unigrams 5/5, bigrams 3/4 ("on mat" is not in the reference), hand-counted; 5 tokens
+  // against 6 gives BP exp(1 - 6/5).
+  const BleuScore s = bleu1("the cat sat on mat", "the cat sat on the mat", o);
+  CHECK(s.counts == std::vector<int64_t>{5, 3});
+  CHECK(s.totals == std::vector<int64_t>{5, 4});
+  CHECK(s.score == Approx(100 * std::exp(-0.2) * std::sqrt(0.75)).epsilon(1e-12));
+  CHECK(s.format() == "BLEU = 70.90 100.0/75.0 (BP = 0.819 ratio = 0.833 hyp_len = 5 ref_len = 6)");
+  CHECK(s.precisions.size() == 2);
+}
+
 TEST_CASE("metrics unicode: lowercase follows Python's str.lower", "[metrics]") {
   // ÄRGER ΟΔΟΣ İ -> ärger οδος (final sigma ς) i + combining dot above.
   CHECK(tx::metrics::to_lower("\xC3\x84RGER \xCE\x9F\xCE\x94\xCE\x9F\xCE\xA3 \xC4\xB0") ==
@@ -123,7 +233,7 @@ TEST_CASE("metrics utf8: invalid sequences are found where Python's decoder fail
   CHECK(find_invalid_utf8("\xF4\x90\x80\x80") == 0);  // above U+10FFFF
   CHECK(find_invalid_utf8("x\x80") == 1);             // a lone continuation byte
   CHECK(tx::decode_utf8("\xC3\xBC"
-                                 "b") == std::u32string{0xFC, 'b'});
+                        "b") == std::u32string{0xFC, 'b'});
 }
 
 // ---- BLEU on hand-counted cases ----------------------------------------------------------------
@@ -223,7 +333,9 @@ TEST_CASE("metrics BLEU: lowercase and tokenizer options", "[metrics]") {
   CHECK(tx::metrics::parse_bleu_smoothing("add-k") == BleuSmoothing::kAddK);
   CHECK_THROWS_WITH(tx::metrics::parse_bleu_smoothing("exponential"),
                     Contains("none, floor, add-k, exp"));
-  CHECK_THROWS_WITH(tx::metrics::parse_bleu_tokenizer("intl"), Contains("13a or none"));
+  for (const char* name : {"13a", "intl", "char", "none"})
+    CHECK(tx::metrics::bleu_tokenizer_name(tx::metrics::parse_bleu_tokenizer(name)) == name);
+  CHECK_THROWS_WITH(tx::metrics::parse_bleu_tokenizer("zh"), Contains("13a, intl, char, none"));
 }
 
 // ---- chrF on hand-counted cases ----------------------------------------------------------------
@@ -640,4 +752,234 @@ TEST_CASE("metrics sacreBLEU agreement: newstest2013.en scored against newstest2
   pp.insert(pp.end(), {63832, 62974, 9910, 60829, 59974, 1476});
   require_chrf(tx::metrics::corpus_chrf(en, {de}, tx::metrics::chrf_plus_plus_options()),
                18.587820899784322, "chrF2++ = 18.59", pp);
+}
+
+// ---- sacreBLEU agreement: tokenizers, orders, signatures, sentence level ----------------------
+// newstest2019-deen.de (WMT19, often cited with tok:intl) and the derive() hypotheses above,
+// from sacreBLEU 2.4.3 (regex 2026.11.15) in a venv (pip install sacrebleu==2.4.3):
+//   ref = read('../shared/data/wmt-newstest-de-en/newstest2019-deen.de')
+//   hyp, ref2 = derive(ref, 7, 3, 5, 50), derive(ref, 4, 2, 0, 0)
+//   m = BLEU(tokenize='intl')                   # or lowercase=True, max_ngram_order=6, ...
+//   s = m.corpus_score(hyp, [ref])              # or [ref, ref2]
+//   print(repr(s.score), s.counts, s.totals, s.sys_len, s.ref_len,
+//         s.format(2, signature=m.get_signature().format()))
+// The command line prints the same lines (hyp and ref2 written to files; the CLI has no
+// max_ngram_order), and tx-score's output was checked equal to it byte for byte, version aside:
+//   sacrebleu newstest2019-deen.de -i hyp.de -m bleu -w 2 -f text -tok intl
+//   sacrebleu newstest2019-deen.de -i hyp.de -w 2 -sl -m bleu      (and -m chrf -cw 2, -tok intl)
+
+namespace {
+
+// sacreBLEU's line with its own version replaced by tx's.
+std::string with_tx_version(std::string line) {
+  const std::string theirs = "version:2.4.3";
+  const std::size_t at = line.find(theirs);
+  REQUIRE(at != std::string::npos);
+  return line.replace(at, theirs.size(), "version:" + tx::metrics::signature_version());
+}
+
+void require_bleu_signed(const BleuScore& s, const BleuExpected& e, const BleuOptions& o,
+                         int num_refs, const std::string& sacrebleu_line) {
+  require_bleu(s, e);
+  CHECK(s.format(2, tx::metrics::bleu_signature(o, num_refs)) == with_tx_version(sacrebleu_line));
+}
+
+BleuOptions bleu_with(BleuTokenizer tokenizer, int max_order = 4, bool lowercase = false) {
+  BleuOptions o;
+  o.tokenizer = tokenizer;
+  o.max_order = max_order;
+  o.lowercase = lowercase;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("metrics sacreBLEU agreement: newstest2019-deen.de BLEU with tok intl and char",
+          "[metrics][sacrebleu]") {
+  const std::optional<Corpus> c = load("wmt-newstest-de-en/newstest2019-deen.de");
+  if (!c) return;
+  using tx::metrics::corpus_bleu;
+  const BleuOptions intl = bleu_with(BleuTokenizer::kIntl);
+  require_bleu_signed(corpus_bleu(c->hyp, {c->ref}, intl),
+                      {52.07085047230729,
+                       {31785, 19464, 14606, 11004},
+                       {32191, 30231, 28271, 26314},
+                       32191,
+                       37221,
+                       "BLEU = 52.07 98.7/64.4/51.7/41.8 (BP = 0.855 ratio = 0.865 hyp_len = 32191 "
+                       "ref_len = 37221)"},
+                      intl, 1,
+                      "BLEU|nrefs:1|case:mixed|eff:no|tok:intl|smooth:exp|version:2.4.3 = 52.07 "
+                      "98.7/64.4/51.7/41.8 (BP = 0.855 ratio = 0.865 hyp_len = 32191 ref_len = "
+                      "37221)");
+  const BleuOptions intl_lc = bleu_with(BleuTokenizer::kIntl, 4, true);
+  require_bleu_signed(corpus_bleu(c->hyp, {c->ref}, intl_lc),
+                      {53.071841573286044,
+                       {32179, 19783, 14914, 11302},
+                       {32191, 30231, 28271, 26314},
+                       32191,
+                       37221,
+                       "BLEU = 53.07 100.0/65.4/52.8/43.0 (BP = 0.855 ratio = 0.865 hyp_len = "
+                       "32191 ref_len = 37221)"},
+                      intl_lc, 1,
+                      "BLEU|nrefs:1|case:lc|eff:no|tok:intl|smooth:exp|version:2.4.3 = 53.07 "
+                      "100.0/65.4/52.8/43.0 (BP = 0.855 ratio = 0.865 hyp_len = 32191 ref_len = "
+                      "37221)");
+  require_bleu_signed(corpus_bleu(c->hyp, {c->ref, c->ref2}, intl),
+                      {61.67454758644021,
+                       {31786, 20131, 14992, 11255},
+                       {32191, 30231, 28271, 26314},
+                       32191,
+                       32435,
+                       "BLEU = 61.67 98.7/66.6/53.0/42.8 (BP = 0.992 ratio = 0.992 hyp_len = 32191 "
+                       "ref_len = 32435)"},
+                      intl, 2,
+                      "BLEU|nrefs:2|case:mixed|eff:no|tok:intl|smooth:exp|version:2.4.3 = 61.67 "
+                      "98.7/66.6/53.0/42.8 (BP = 0.992 ratio = 0.992 hyp_len = 32191 ref_len = "
+                      "32435)");
+  const BleuOptions chars = bleu_with(BleuTokenizer::kChar);
+  require_bleu_signed(corpus_bleu(c->hyp, {c->ref}, chars),
+                      {76.65614992915482,
+                       {158875, 147928, 135842, 124045},
+                       {160538, 158578, 156618, 154658},
+                       160538,
+                       185443,
+                       "BLEU = 76.66 99.0/93.3/86.7/80.2 (BP = 0.856 ratio = 0.866 hyp_len = "
+                       "160538 ref_len = 185443)"},
+                      chars, 1,
+                      "BLEU|nrefs:1|case:mixed|eff:no|tok:char|smooth:exp|version:2.4.3 = 76.66 "
+                      "99.0/93.3/86.7/80.2 (BP = 0.856 ratio = 0.866 hyp_len = 160538 ref_len = "
+                      "185443)");
+}
+
+TEST_CASE("metrics sacreBLEU agreement: newstest2019-deen.de BLEU with max_ngram_order 1, 2, 6",
+          "[metrics][sacrebleu]") {
+  const std::optional<Corpus> c = load("wmt-newstest-de-en/newstest2019-deen.de");
+  if (!c) return;
+  using tx::metrics::corpus_bleu;
+  require_bleu(corpus_bleu(c->hyp, {c->ref}, bleu_with(BleuTokenizer::k13a, 2)),
+               {67.81998461879834,
+                {31131, 18810},
+                {31521, 29561},
+                31521,
+                36440,
+                "BLEU = 67.82 98.8/63.6 (BP = 0.856 ratio = 0.865 hyp_len = 31521 ref_len = "
+                "36440)"});
+  require_bleu(corpus_bleu(c->hyp, {c->ref}, bleu_with(BleuTokenizer::k13a, 6)),
+               {38.52639379309668,
+                {31131, 18810, 14033, 10531, 7384, 4438},
+                {31521, 29561, 27601, 25644, 23693, 21759},
+                31521,
+                36440,
+                "BLEU = 38.53 98.8/63.6/50.8/41.1/31.2/20.4 (BP = 0.856 ratio = 0.865 hyp_len = "
+                "31521 ref_len = 36440)"});
+  require_bleu(corpus_bleu(c->hyp, {c->ref}, bleu_with(BleuTokenizer::kIntl, 1)),
+               {84.45534238350373,
+                {31785},
+                {32191},
+                32191,
+                37221,
+                "BLEU = 84.46 98.7 (BP = 0.855 ratio = 0.865 hyp_len = 32191 ref_len = 37221)"});
+}
+
+// The English side as a "hypothesis" of the German: low counts, where smoothing matters.
+// sacreBLEU as above with hyp = read('.../newstest2019-deen.en').
+TEST_CASE("metrics sacreBLEU agreement: newstest2019-deen.en scored against the .de",
+          "[metrics][sacrebleu]") {
+  const std::optional<fs::path> data = shared_data();
+  if (!data) return;
+  const Lines en =
+      tx::metrics::read_lines((*data / "wmt-newstest-de-en/newstest2019-deen.en").string());
+  const Lines de =
+      tx::metrics::read_lines((*data / "wmt-newstest-de-en/newstest2019-deen.de").string());
+  using tx::metrics::corpus_bleu;
+  require_bleu(corpus_bleu(en, {de}, bleu_with(BleuTokenizer::kIntl)),
+               {5.119406982529408,
+                {8265, 2377, 1080, 603},
+                {40010, 38010, 36010, 34013},
+                40010,
+                37221,
+                "BLEU = 5.12 20.7/6.3/3.0/1.8 (BP = 1.000 ratio = 1.075 hyp_len = 40010 ref_len = "
+                "37221)"});
+  require_bleu(corpus_bleu(en, {de}, bleu_with(BleuTokenizer::kChar)),
+               {26.751570375717733,
+                {129273, 62045, 31636, 22513},
+                {171574, 169574, 167574, 165574},
+                171574,
+                185443,
+                "BLEU = 26.75 75.3/36.6/18.9/13.6 (BP = 0.922 ratio = 0.925 hyp_len = 171574 "
+                "ref_len = 185443)"});
+  require_bleu(corpus_bleu(en, {de}, bleu_with(BleuTokenizer::k13a, 6)),
+               {3.234912058377542,
+                {8074, 2433, 1120, 610, 429, 311},
+                {39227, 37227, 35227, 33230, 31238, 29261},
+                39227,
+                36440,
+                "BLEU = 3.23 20.6/6.5/3.2/1.8/1.4/1.1 (BP = 1.000 ratio = 1.076 hyp_len = 39227 "
+                "ref_len = 36440)"});
+}
+
+// Sentence level, as sacreBLEU's BLEU(effective_order=True).sentence_score(h, [r]) over every
+// line (and CHRF(word_order=2).sentence_score): the first five scores, the sum of all 2000, and
+// a few whole lines with signatures.
+TEST_CASE("metrics sacreBLEU agreement: newstest2019-deen.de sentence BLEU and chrF++",
+          "[metrics][sacrebleu]") {
+  const std::optional<Corpus> c = load("wmt-newstest-de-en/newstest2019-deen.de");
+  if (!c) return;
+  const auto check_all = [&](const auto& score_line, const std::vector<double>& first, double sum) {
+    double total = 0;
+    for (std::size_t i = 0; i < c->hyp.size(); ++i) {
+      const double s = score_line(i).score;
+      if (i < first.size()) {
+        INFO("line " << i);
+        CHECK(s == Approx(first[i]).epsilon(1e-12));
+      }
+      total += s;
+    }
+    CHECK(total == Approx(sum).epsilon(1e-12));
+  };
+
+  const BleuOptions sentence = tx::metrics::sentence_bleu_options();
+  const auto bleu_line = [&](std::size_t i) {
+    return tx::metrics::sentence_bleu(c->hyp[i], {c->ref[i]}, sentence);
+  };
+  check_all(bleu_line,
+            {74.26141117870938, 52.70837136273562, 50.81327481546149, 100.00000000000004,
+             61.84887106540979},
+            101504.49627271513);
+  const std::string sig = tx::metrics::bleu_signature(sentence, 1);
+  CHECK(bleu_line(0).format(2, sig) ==
+        with_tx_version("BLEU|nrefs:1|case:mixed|eff:yes|tok:13a|smooth:exp|version:2.4.3 = "
+                        "74.26 100.0/90.0/77.8/62.5 (BP = 0.913 ratio = 0.917 hyp_len = 11 "
+                        "ref_len = 12)"));
+  CHECK(bleu_line(49).format(2, sig) ==  // an emptied hypothesis
+        with_tx_version("BLEU|nrefs:1|case:mixed|eff:yes|tok:13a|smooth:exp|version:2.4.3 = "
+                        "0.00 0.0/0.0/0.0/0.0 (BP = 0.000 ratio = 0.000 hyp_len = 0 ref_len = "
+                        "23)"));
+
+  BleuOptions intl_lc = sentence;
+  intl_lc.tokenizer = BleuTokenizer::kIntl;
+  intl_lc.lowercase = true;
+  const auto intl_line = [&](std::size_t i) {
+    return tx::metrics::sentence_bleu(c->hyp[i], {c->ref[i], c->ref2[i]}, intl_lc);
+  };
+  check_all(intl_line,
+            {74.26141117870938, 100.00000000000004, 50.81327481546149, 100.00000000000004,
+             80.51226126912722},
+            116489.79349014517);
+  CHECK(intl_line(2).format(2, tx::metrics::bleu_signature(intl_lc, 2)) ==
+        with_tx_version("BLEU|nrefs:2|case:lc|eff:yes|tok:intl|smooth:exp|version:2.4.3 = "
+                        "50.81 100.0/66.7/40.0/25.0 (BP = 1.000 ratio = 1.000 hyp_len = 7 "
+                        "ref_len = 7)"));
+
+  const ChrfOptions pp = tx::metrics::chrf_plus_plus_options();
+  const auto chrf_line = [&](std::size_t i) {
+    return tx::metrics::sentence_chrf(c->hyp[i], {c->ref[i]}, pp);
+  };
+  check_all(chrf_line,
+            {91.31226760444515, 78.44250182021827, 61.91287878787879, 100.0, 76.905035826698},
+            147953.52339451577);
+  CHECK(chrf_line(0).format(2, tx::metrics::chrf_signature(pp, 1)) ==
+        with_tx_version(
+            "chrF2++|nrefs:1|case:mixed|eff:yes|nc:6|nw:2|space:no|version:2.4.3 = 91.31"));
 }

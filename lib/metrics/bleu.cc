@@ -8,7 +8,9 @@
 
 #include "core/error.h"
 #include "metrics/ngram.h"
+#include "metrics/signature.h"
 #include "metrics/tokenize_13a.h"
+#include "metrics/tokenize_intl.h"
 #include "metrics/unicode.h"
 
 namespace tx::metrics {
@@ -29,7 +31,17 @@ double default_smooth_value(BleuSmoothing smoothing) {
 std::string preprocess(const std::string& segment, const BleuOptions& options) {
   const std::string lowered = options.lowercase ? to_lower(segment) : std::string();
   const std::string_view text = rstrip(options.lowercase ? lowered : segment);
-  return options.tokenizer == BleuTokenizer::k13a ? tokenize_13a(text) : std::string(text);
+  switch (options.tokenizer) {
+    case BleuTokenizer::k13a:
+      return tokenize_13a(text);
+    case BleuTokenizer::kIntl:
+      return tokenize_intl(text);
+    case BleuTokenizer::kChar:
+      return tokenize_char(text);
+    case BleuTokenizer::kNone:
+      break;
+  }
+  return std::string(text);
 }
 
 int64_t closest_ref_len(int64_t hyp_len, const std::vector<int64_t>& ref_lens) {
@@ -66,8 +78,47 @@ BleuSmoothing parse_bleu_smoothing(const std::string& name) {
 
 BleuTokenizer parse_bleu_tokenizer(const std::string& name) {
   if (name == "13a") return BleuTokenizer::k13a;
+  if (name == "intl") return BleuTokenizer::kIntl;
+  if (name == "char") return BleuTokenizer::kChar;
   if (name == "none") return BleuTokenizer::kNone;
-  throw Error(str("unknown BLEU tokenizer '", name, "'; use 13a or none"));
+  throw Error(str("unknown BLEU tokenizer '", name, "'; use one of 13a, intl, char, none"));
+}
+
+std::string bleu_tokenizer_name(BleuTokenizer tokenizer) {
+  switch (tokenizer) {
+    case BleuTokenizer::k13a:
+      return "13a";
+    case BleuTokenizer::kIntl:
+      return "intl";
+    case BleuTokenizer::kChar:
+      return "char";
+    case BleuTokenizer::kNone:
+      break;
+  }
+  return "none";
+}
+
+std::string bleu_signature(const BleuOptions& options, int num_refs) {
+  std::string smooth;
+  switch (options.smoothing) {
+    case BleuSmoothing::kNone:
+      smooth = "none";
+      break;
+    case BleuSmoothing::kExp:
+      smooth = "exp";
+      break;
+    case BleuSmoothing::kFloor:
+    case BleuSmoothing::kAddK:
+      // sacreBLEU's f"{method}[{value:.2f}]" for the methods that take a value.
+      smooth = str(options.smoothing == BleuSmoothing::kFloor ? "floor" : "add-k", "[",
+                   fixed(options.smooth_value.value_or(default_smooth_value(options.smoothing)), 2),
+                   "]");
+      break;
+  }
+  return str("nrefs:", num_refs, "|case:", options.lowercase ? "lc" : "mixed",
+             "|eff:", options.effective_order ? "yes" : "no",
+             "|tok:", bleu_tokenizer_name(options.tokenizer), "|smooth:", smooth,
+             "|version:", signature_version());
 }
 
 void BleuStats::add(const BleuStats& other) {
@@ -85,8 +136,9 @@ void BleuStats::add(const BleuStats& other) {
   }
 }
 
-std::string BleuScore::format(int width) const {
-  std::string out = "BLEU = " + fixed(score, width) + " ";
+std::string BleuScore::format(int width, const std::string& signature) const {
+  std::string out =
+      (signature.empty() ? "BLEU" : "BLEU|" + signature) + " = " + fixed(score, width) + " ";
   for (std::size_t n = 0; n < precisions.size(); ++n) {
     if (n > 0) out += "/";
     out += fixed(precisions[n], 1);

@@ -19,8 +19,10 @@ enum class BleuSmoothing {
 };
 
 enum class BleuTokenizer {
-  k13a,  // mteval-v13a, sacreBLEU's default (see tokenize_13a.h)
-  kNone  // split on whitespace only
+  k13a,   // mteval-v13a, sacreBLEU's default (see tokenize_13a.h)
+  kIntl,  // mteval-v14 international: Unicode punctuation and symbols (see tokenize_intl.h)
+  kChar,  // every non-space character is a token (see tokenize_intl.h)
+  kNone   // split on whitespace only
 };
 
 struct BleuOptions {
@@ -33,9 +35,17 @@ struct BleuOptions {
   bool effective_order = false;
 };
 
-// Parses sacreBLEU's names: "none", "floor", "add-k", "exp" / "13a", "none".
+// Parses sacreBLEU's names: "none", "floor", "add-k", "exp" / "13a", "intl", "char", "none".
 BleuSmoothing parse_bleu_smoothing(const std::string& name);
 BleuTokenizer parse_bleu_tokenizer(const std::string& name);
+std::string bleu_tokenizer_name(BleuTokenizer tokenizer);  // the name parse_bleu_tokenizer takes
+
+// sacreBLEU 2.x's BLEU signature, e.g. "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|
+// version:tx-0.1.0": the fields of sacreBLEU's BLEUSignature in its order, with floor and add-k
+// showing their value ("smooth:floor[0.10]") and tx's version (signature_version()) in place of
+// sacreBLEU's. Like sacreBLEU's, it has no field for max_order: a line shows the order by its
+// number of precisions.
+std::string bleu_signature(const BleuOptions& options, int num_refs);
 
 // BLEU's sufficient statistics; corpus BLEU sums them over segments.
 struct BleuStats {
@@ -58,8 +68,9 @@ struct BleuScore {
   int64_t ref_len = 0;
 
   // sacreBLEU's line, e.g. "BLEU = 27.31 58.1/33.1/20.6/13.2 (BP = 1.000 ratio = 1.012
-  // hyp_len = 1234 ref_len = 1219)"; `width` is the score's number of decimals.
-  std::string format(int width = 2) const;
+  // hyp_len = 1234 ref_len = 1219)"; `width` is the score's number of decimals. With a
+  // signature, the name carries it as in sacreBLEU's text output: "BLEU|nrefs:1|...= 27.31 ...".
+  std::string format(int width = 2, const std::string& signature = "") const;
 };
 
 // Statistics of one segment against its references (each reference line of this segment).

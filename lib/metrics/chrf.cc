@@ -6,9 +6,10 @@
 #include <string_view>
 
 #include "core/error.h"
-#include "metrics/ngram.h"
-#include "metrics/unicode.h"
 #include "core/utf8.h"
+#include "metrics/ngram.h"
+#include "metrics/signature.h"
+#include "metrics/unicode.h"
 
 namespace tx::metrics {
 namespace {
@@ -122,12 +123,19 @@ std::string ChrfScore::name() const {
   return "chrF" + std::to_string(beta) + std::string(static_cast<std::size_t>(word_order), '+');
 }
 
-std::string ChrfScore::format(int width) const {
+std::string chrf_signature(const ChrfOptions& options, int num_refs) {
+  return str("nrefs:", num_refs, "|case:", options.lowercase ? "lc" : "mixed",
+             "|eff:", options.eps_smoothing ? "no" : "yes", "|nc:", options.char_order,
+             "|nw:", options.word_order, "|space:", options.whitespace ? "yes" : "no",
+             "|version:", signature_version());
+}
+
+std::string ChrfScore::format(int width, const std::string& signature) const {
   // printf's %.Nf rounds the exact binary value, as Python's f"{x:.Nf}" does.
   std::string digits(static_cast<std::size_t>(std::snprintf(nullptr, 0, "%.*f", width, score)),
                      ' ');
   std::snprintf(digits.data(), digits.size() + 1, "%.*f", width, score);
-  return name() + " = " + digits;
+  return (signature.empty() ? name() : name() + "|" + signature) + " = " + digits;
 }
 
 ChrfStats chrf_segment_stats(const std::string& hypothesis,

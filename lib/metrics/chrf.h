@@ -42,9 +42,16 @@ struct ChrfScore {
   int beta = 2;
   ChrfStats stats;  // summed over the corpus
 
-  std::string name() const;                 // "chrF2", "chrF2++" (a '+' per word order)
-  std::string format(int width = 2) const;  // sacreBLEU's line, e.g. "chrF2++ = 53.21"
+  std::string name() const;  // "chrF2", "chrF2++" (a '+' per word order)
+  // sacreBLEU's line, e.g. "chrF2++ = 53.21"; with a signature, as its text output:
+  // "chrF2++|nrefs:1|...|version:tx-0.1.0 = 53.21".
+  std::string format(int width = 2, const std::string& signature = "") const;
 };
+
+// sacreBLEU 2.x's chrF signature, e.g. "nrefs:1|case:mixed|eff:yes|nc:6|nw:2|space:no|
+// version:tx-0.1.0": CHRFSignature's fields in its order ("eff" is yes unless eps_smoothing),
+// with tx's version (signature_version()) in place of sacreBLEU's.
+std::string chrf_signature(const ChrfOptions& options, int num_refs);
 
 // Statistics of one segment: against each reference, keeping the one with the best F-score
 // (the first of equals).

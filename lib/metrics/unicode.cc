@@ -3,8 +3,8 @@
 
 #include <algorithm>
 
-#include "metrics/unicode_tables.h"
 #include "core/utf8.h"
+#include "metrics/unicode_tables.h"
 
 namespace tx::metrics {
 namespace {
@@ -51,6 +51,18 @@ bool is_space(char32_t c) {
   if (c < 0x80) return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20);
   return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
          c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+bool is_number(char32_t c) {
+  return in_ranges(tables::kNumber, tables::kNumberCount, c);
+}
+
+bool is_punctuation(char32_t c) {
+  return in_ranges(tables::kPunctuation, tables::kPunctuationCount, c);
+}
+
+bool is_symbol(char32_t c) {
+  return in_ranges(tables::kSymbol, tables::kSymbolCount, c);
 }
 
 std::vector<std::string_view> split_words(std::string_view text) {

@@ -12,6 +12,12 @@ namespace tx::metrics {
 // U+2029, U+202F, U+205F and U+3000.
 bool is_space(char32_t c);
 
+// Unicode general categories N (numbers), P (punctuation) and S (symbols), as the `regex` module
+// that sacreBLEU's intl tokenizer uses matches \p{N}, \p{P} and \p{S}.
+bool is_number(char32_t c);
+bool is_punctuation(char32_t c);
+bool is_symbol(char32_t c);
+
 // The words of `text` as Python's str.split() finds them: runs of non-space code points.
 std::vector<std::string_view> split_words(std::string_view text);
 

@@ -1,4 +1,5 @@
-// Unicode case tables generated from Python (see gen_unicode_tables.py), used by unicode.cc.
+// Unicode tables generated from Python and its regex module (see gen_unicode_tables.py), used by
+// unicode.cc.
 #pragma once
 
 namespace tx::metrics::tables {
@@ -20,5 +21,11 @@ extern const Range kCased[];
 extern const int kCasedCount;
 extern const Range kCaseIgnorable[];
 extern const int kCaseIgnorableCount;
+extern const Range kNumber[];  // general category N
+extern const int kNumberCount;
+extern const Range kPunctuation[];  // general category P
+extern const int kPunctuationCount;
+extern const Range kSymbol[];  // general category S
+extern const int kSymbolCount;
 
 }  // namespace tx::metrics::tables
