@@ -19,6 +19,7 @@
 #include "decode/translator.h"
 #include "gradient_check.h"
 #include "nn/transformer.h"
+#include "support/backends.h"
 #include "train_tiny.h"
 
 namespace {
@@ -159,9 +160,9 @@ const std::vector<Ids> kSources = {{4, 5, 6, 7, 8}, {6}, {8, 4, 4}, {5, 6, 7, 8,
 
 }  // namespace
 
-TEST_CASE("decode beam search: a wide beam finds every sequence and the exhaustive best",
-          "[decode]") {
-  auto be = tx::test::cpu_backend();
+TEMPLATE_TEST_CASE("decode beam search: a wide beam finds every sequence and the exhaustive best",
+                   "[decode]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   TinyModel m(*be);
   const int max_len = 3;
   const Ids words = {4, 5, 6, 7, 8};  // unk forbidden
@@ -200,8 +201,9 @@ TEST_CASE("decode beam search: a wide beam finds every sequence and the exhausti
   }
 }
 
-TEST_CASE("decode beam search: beam 1 is the greedy loop over the full forward", "[decode]") {
-  auto be = tx::test::cpu_backend();
+TEMPLATE_TEST_CASE("decode beam search: beam 1 is the greedy loop over the full forward",
+                   "[decode]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   TinyModel m(*be, 11);
   BeamSearchOptions o;
   o.beam_size = 1;
@@ -234,9 +236,9 @@ TEST_CASE("decode beam search: beam 1 is the greedy loop over the full forward",
   }
 }
 
-TEST_CASE("decode beam search: a padded batch gives the results of one sentence at a time",
-          "[decode]") {
-  auto be = tx::test::cpu_backend();
+TEMPLATE_TEST_CASE("decode beam search: a padded batch gives the results of one sentence at a time",
+                   "[decode]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   TinyModel m(*be, 23);
   BeamSearchOptions o;
   o.beam_size = 4;
@@ -261,9 +263,10 @@ TEST_CASE("decode beam search: a padded batch gives the results of one sentence 
   }
 }
 
-TEST_CASE("decode beam search: n-best lists are sorted, distinct and scored like the forward",
-          "[decode]") {
-  auto be = tx::test::cpu_backend();
+TEMPLATE_TEST_CASE(
+    "decode beam search: n-best lists are sorted, distinct and scored like the forward", "[decode]",
+    TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   TinyModel m(*be, 31);
   for (float alpha : {0.0f, 0.6f, 1.0f}) {
     INFO("alpha " << alpha);
@@ -292,9 +295,10 @@ TEST_CASE("decode beam search: n-best lists are sorted, distinct and scored like
   }
 }
 
-TEST_CASE("decode beam search: maximum and minimum output lengths hold, unk can be forbidden",
-          "[decode]") {
-  auto be = tx::test::cpu_backend();
+TEMPLATE_TEST_CASE(
+    "decode beam search: maximum and minimum output lengths hold, unk can be forbidden", "[decode]",
+    TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   TinyModel m(*be, 41);
   BeamSearchOptions o;
   o.beam_size = 3;
@@ -327,8 +331,8 @@ TEST_CASE("decode beam search: maximum and minimum output lengths hold, unk can 
   CHECK(search.max_output_length(100000) == m.model.config().max_length - 1);
 }
 
-TEST_CASE("decode beam search: invalid options name the flag", "[decode]") {
-  auto be = tx::test::cpu_backend();
+TEMPLATE_TEST_CASE("decode beam search: invalid options name the flag", "[decode]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   TinyModel m(*be);
   BeamSearchOptions o;
   o.beam_size = 2;

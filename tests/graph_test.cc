@@ -6,13 +6,13 @@
 #include "gradient_check.h"
 #include "graph/ops.h"
 #include "nn/parameters.h"
+#include "support/backends.h"
 
 namespace {
 
 using tx::Graph;
 using tx::GraphOptions;
 using tx::Var;
-using tx::test::cpu_backend;
 using tx::test::GradientChecker;
 using tx::test::random_normal;
 
@@ -32,8 +32,9 @@ void check_all(GradientChecker& gc, const std::vector<std::pair<std::string, Var
 
 }  // namespace
 
-TEST_CASE("graph: linear + relu + sum gives the hand-computed gradients", "[graph]") {
-  auto be = cpu_backend();
+TEMPLATE_TEST_CASE("graph: linear + relu + sum gives the hand-computed gradients", "[graph]",
+                   TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   Graph g(*be);
   const int R = 3, I = 4, O = 2;
   std::vector<float> xh = {1, -2, 3, 0.5f, -1, 2, -0.5f, 1, 0, 1, 1, -3};
@@ -68,8 +69,9 @@ TEST_CASE("graph: linear + relu + sum gives the hand-computed gradients", "[grap
   for (int k = 0; k < O; ++k) CHECK(gb[k] == Approx(db[k]));
 }
 
-TEST_CASE("graph: a value used twice accumulates the gradients of both uses", "[graph]") {
-  auto be = cpu_backend();
+TEMPLATE_TEST_CASE("graph: a value used twice accumulates the gradients of both uses", "[graph]",
+                   TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   Graph g(*be);
   std::vector<float> xh = {-1.5f, -0.5f, 0.5f, 2.0f};
   Var x = input(*be, xh, {4});
@@ -82,8 +84,9 @@ TEST_CASE("graph: a value used twice accumulates the gradients of both uses", "[
   for (int i = 0; i < 4; ++i) CHECK(gx[i] == Approx(5.0 + (xh[i] > 0 ? 1.0 : 0.0)));
 }
 
-TEST_CASE("graph: no-grad mode records nothing and allocates no gradient buffers", "[graph]") {
-  auto be = cpu_backend();
+TEMPLATE_TEST_CASE("graph: no-grad mode records nothing and allocates no gradient buffers",
+                   "[graph]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   tx::Rng rng(3);
   Graph g(*be, GraphOptions{/*grad=*/false, /*training=*/false});
   tx::nn::ParameterSet params;
@@ -113,8 +116,8 @@ TEST_CASE("graph: no-grad mode records nothing and allocates no gradient buffers
   CHECK(tg.grad_enabled());
 }
 
-TEST_CASE("graph: inputs that need no gradient get none", "[graph]") {
-  auto be = cpu_backend();
+TEMPLATE_TEST_CASE("graph: inputs that need no gradient get none", "[graph]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   tx::Rng rng(4);
   Graph g(*be);
   Var x = input(*be, random_normal(rng, 8), {2, 4}, /*grad=*/false);
@@ -129,8 +132,9 @@ TEST_CASE("graph: inputs that need no gradient get none", "[graph]") {
   CHECK(g.tape_size() == 0);
 }
 
-TEST_CASE("graph: parameter gradients accumulate over backward passes until zero_grad", "[graph]") {
-  auto be = cpu_backend();
+TEMPLATE_TEST_CASE("graph: parameter gradients accumulate over backward passes until zero_grad",
+                   "[graph]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   tx::Rng rng(5);
   tx::nn::ParameterSet params;
   Var w = params.add("layer.weight", be->upload(random_normal(rng, 6), {2, 3}));
@@ -152,9 +156,10 @@ TEST_CASE("graph: parameter gradients accumulate over backward passes until zero
   CHECK_THROWS_AS(params.add("layer.weight", be->zeros({1})), tx::Error);
 }
 
-TEST_CASE("graph: matmul backward, every transpose combination, matches finite differences",
-          "[graph]") {
-  auto be = cpu_backend();
+TEMPLATE_TEST_CASE(
+    "graph: matmul backward, every transpose combination, matches finite differences", "[graph]",
+    TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   tx::Rng rng(6);
   Graph g(*be, GraphOptions{true, false});
   const int64_t B = 2, H = 3, M = 4, K = 5, N = 3;
@@ -173,11 +178,11 @@ TEST_CASE("graph: matmul backward, every transpose combination, matches finite d
     }
 }
 
-TEST_CASE(
+TEMPLATE_TEST_CASE(
     "graph: attention ops backward (heads, masked and causal softmax) matches finite "
     "differences",
-    "[graph]") {
-  auto be = cpu_backend();
+    "[graph]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   tx::Rng rng(7);
   Graph g(*be, GraphOptions{true, false});
   const int64_t B = 2, T = 4, D = 6;
@@ -202,11 +207,11 @@ TEST_CASE(
   }
 }
 
-TEST_CASE(
+TEMPLATE_TEST_CASE(
     "graph: layer_norm, embedding, positions, cross_entropy backward match finite "
     "differences",
-    "[graph]") {
-  auto be = cpu_backend();
+    "[graph]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   tx::Rng rng(8);
   Graph g(*be, GraphOptions{true, false});
   const int64_t B = 2, T = 3, D = 4, V = 5;
@@ -230,9 +235,9 @@ TEST_CASE(
   check_all(gc, {{"table", table}, {"gamma", gamma}, {"beta", beta}, {"w", w}});
 }
 
-TEST_CASE("graph: dropout is the identity when not training and replays its mask backward",
-          "[graph]") {
-  auto be = cpu_backend();
+TEMPLATE_TEST_CASE("graph: dropout is the identity when not training and replays its mask backward",
+                   "[graph]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   tx::Rng rng(9);
   const int64_t n = 4000;
   Var x = input(*be, random_normal(rng, n), {n});
@@ -261,8 +266,9 @@ TEST_CASE("graph: dropout is the identity when not training and replays its mask
   for (int64_t i = 0; i < n; ++i) CHECK(gx[i] == Approx(h1[i] == 0.0f ? 0.0 : 1.0 / 0.7));
 }
 
-TEST_CASE("graph: reshape shares the value and passes the gradient through", "[graph]") {
-  auto be = cpu_backend();
+TEMPLATE_TEST_CASE("graph: reshape shares the value and passes the gradient through", "[graph]",
+                   TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   tx::Rng rng(10);
   Graph g(*be);
   Var x = input(*be, random_normal(rng, 6), {2, 3});
@@ -273,8 +279,9 @@ TEST_CASE("graph: reshape shares the value and passes the gradient through", "[g
   CHECK_THROWS_AS(tx::ops::reshape(g, x, {4}), tx::Error);
 }
 
-TEST_CASE("graph: arena mode gives the same values and gradients as plain allocation", "[graph]") {
-  auto be = cpu_backend();
+TEMPLATE_TEST_CASE("graph: arena mode gives the same values and gradients as plain allocation",
+                   "[graph]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   tx::Rng rng(11);
   std::vector<float> xh = random_normal(rng, 24), wh = random_normal(rng, 20);
   auto run = [&](bool arena, std::vector<float>& out, std::vector<float>& grad) {
@@ -296,8 +303,9 @@ TEST_CASE("graph: arena mode gives the same values and gradients as plain alloca
   CHECK(g1 == g2);
 }
 
-TEST_CASE("graph: a backward that throws leaves no tape to replay twice", "[graph]") {
-  auto be = cpu_backend();
+TEMPLATE_TEST_CASE("graph: a backward that throws leaves no tape to replay twice", "[graph]",
+                   TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   Graph g(*be);
   Var x = input(*be, {1.0f, -2.0f, 3.0f}, {3});
   Var loss = tx::ops::sum(g, tx::ops::scale(g, x, 2.0f));
@@ -310,9 +318,9 @@ TEST_CASE("graph: a backward that throws leaves no tape to replay twice", "[grap
   CHECK_FALSE(x->grad.defined());
 }
 
-TEST_CASE("graph: matmul over an empty time axis gives empty results and zero gradients",
-          "[graph]") {
-  auto be = cpu_backend();
+TEMPLATE_TEST_CASE("graph: matmul over an empty time axis gives empty results and zero gradients",
+                   "[graph]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   tx::Rng rng(5);
   Graph g(*be);
   Var q = input(*be, {}, {2, 4, 0, 8});

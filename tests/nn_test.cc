@@ -6,6 +6,7 @@
 #include "backend/registry.h"
 #include "gradient_check.h"
 #include "nn/encoder_layer.h"
+#include "support/backends.h"
 
 namespace {
 
@@ -16,7 +17,6 @@ using tx::nn::EncoderLayer;
 using tx::nn::EncoderLayerConfig;
 using tx::nn::ParameterSet;
 using tx::nn::ParamScope;
-using tx::test::cpu_backend;
 using tx::test::ends_with;
 using tx::test::GradientChecker;
 using tx::test::perturb_params;
@@ -100,8 +100,9 @@ HostVec host_encoder_layer(tx::Backend& be, const ParameterSet& ps, const std::s
 
 }  // namespace
 
-TEST_CASE("nn: encoder layer parameters are named by the module tree", "[nn]") {
-  auto be = cpu_backend();
+TEMPLATE_TEST_CASE("nn: encoder layer parameters are named by the module tree", "[nn]",
+                   TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   tx::Rng rng(1);
   ParameterSet params;
   EncoderLayer layer(ParamScope(*be, params, rng, "encoder.layers.0"), small_config());
@@ -132,11 +133,11 @@ TEST_CASE("nn: encoder layer parameters are named by the module tree", "[nn]") {
   CHECK(params.numel() == 4 * (64 + 8) + 2 * 16 + (128 + 16) + (128 + 8));
 }
 
-TEST_CASE(
+TEMPLATE_TEST_CASE(
     "nn: initialisation is Xavier-uniform, zero biases, LayerNorm ones and zeros, and "
     "reproducible from the seed",
-    "[nn]") {
-  auto be = cpu_backend();
+    "[nn]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   auto build = [&](uint64_t seed, ParameterSet& params) {
     tx::Rng rng(seed);
     EncoderLayerConfig c;  // transformer-base sizes: the bound is easy to check statistically
@@ -170,9 +171,9 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("nn: encoder layer forward matches a plain host implementation of the paper",
-          "[nn][encoder]") {
-  auto be = cpu_backend();
+TEMPLATE_TEST_CASE("nn: encoder layer forward matches a plain host implementation of the paper",
+                   "[nn][encoder]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   tx::Rng rng(2);
   ParameterSet params;
   EncoderLayerConfig cfg = small_config();
@@ -190,9 +191,9 @@ TEST_CASE("nn: encoder layer forward matches a plain host implementation of the 
   for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(1e-4));
 }
 
-TEST_CASE("encoder layer backward: finite differences w.r.t. input and every parameter",
-          "[nn][encoder][gradcheck]") {
-  auto be = cpu_backend();
+TEMPLATE_TEST_CASE("encoder layer backward: finite differences w.r.t. input and every parameter",
+                   "[nn][encoder][gradcheck]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   for (int pre_norm = 0; pre_norm < 2; ++pre_norm) {
     DYNAMIC_SECTION((pre_norm ? "pre-norm" : "post-norm (the paper)")) {
       tx::Rng rng(3);
@@ -220,9 +221,10 @@ TEST_CASE("encoder layer backward: finite differences w.r.t. input and every par
   }
 }
 
-TEST_CASE("encoder layer backward: padded positions get gradient only through their own row",
-          "[nn][encoder]") {
-  auto be = cpu_backend();
+TEMPLATE_TEST_CASE(
+    "encoder layer backward: padded positions get gradient only through their own row",
+    "[nn][encoder]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   tx::Rng rng(4);
   ParameterSet params;
   EncoderLayerConfig cfg = small_config();
@@ -270,11 +272,11 @@ TEST_CASE("encoder layer backward: padded positions get gradient only through th
       for (int64_t d = 0; d < D; ++d) CHECK(y1[(b * T + t) * D + d] == y0[(b * T + t) * D + d]);
 }
 
-TEST_CASE(
+TEMPLATE_TEST_CASE(
     "encoder layer: dropout changes the output in training, and no-grad equals grad mode "
     "without dropout",
-    "[nn][encoder]") {
-  auto be = cpu_backend();
+    "[nn][encoder]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   tx::Rng rng(5);
   ParameterSet params;
   EncoderLayer layer(ParamScope(*be, params, rng, "enc"), small_config());
@@ -301,11 +303,11 @@ TEST_CASE(
   CHECK(be->download<float>(layer.forward(train, x, lengths)->value) == t1);
 }
 
-TEST_CASE(
+TEMPLATE_TEST_CASE(
     "encoder layer backward with dropout on matches finite differences (the mask is "
     "replayed)",
-    "[nn][encoder][gradcheck]") {
-  auto be = cpu_backend();
+    "[nn][encoder][gradcheck]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   tx::Rng rng(6);
   ParameterSet params;
   EncoderLayerConfig cfg = small_config();
@@ -335,11 +337,11 @@ TEST_CASE(
   }
 }
 
-TEST_CASE(
+TEMPLATE_TEST_CASE(
     "multi-head attention backward: cross-attention and causal self-attention match "
     "finite differences",
-    "[nn][attention][gradcheck]") {
-  auto be = cpu_backend();
+    "[nn][attention][gradcheck]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   tx::Rng rng(7);
   ParameterSet params;
   tx::nn::MultiHeadAttention attn(ParamScope(*be, params, rng, "attn"), 8, 4);

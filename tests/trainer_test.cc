@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "nn/param_scope.h"
+#include "support/backends.h"
 #include "train/checkpoint.h"
 #include "train_tiny.h"
 
@@ -83,8 +84,9 @@ int count_lines(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("trainer: the loss falls, validation runs, checkpoint and model load", "[trainer]") {
-  auto be = tx::test::cpu_backend();
+TEMPLATE_TEST_CASE("trainer: the loss falls, validation runs, checkpoint and model load",
+                   "[trainer]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   TempDir dir;
   TrainerOptions o = tiny_options(dir);
   o.after_updates = 40;
@@ -118,8 +120,9 @@ TEST_CASE("trainer: the loss falls, validation runs, checkpoint and model load",
   CHECK(adam.steps() == 40);
 }
 
-TEST_CASE("trainer: N updates, stop, resume N = 2N straight, bit for bit", "[trainer]") {
-  auto be = tx::test::cpu_backend();
+TEMPLATE_TEST_CASE("trainer: N updates, stop, resume N = 2N straight, bit for bit", "[trainer]",
+                   TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   TempDir straight, split;
   TrainerOptions a = tiny_options(straight);
   a.optimizer_delay = 2;  // accumulation must resume exactly too
@@ -143,9 +146,9 @@ TEST_CASE("trainer: N updates, stop, resume N = 2N straight, bit for bit", "[tra
         tx::test::slurp(Trainer::checkpoint_path(b.model_dir)));
 }
 
-TEST_CASE("trainer: a crash mid-training leaves the last checkpoint, which resumes",
-          "[trainer]") {
-  auto be = tx::test::cpu_backend();
+TEMPLATE_TEST_CASE("trainer: a crash mid-training leaves the last checkpoint, which resumes",
+                   "[trainer]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   TempDir dir;
   TrainerOptions o = tiny_options(dir);
   o.after_updates = 30;
@@ -167,8 +170,9 @@ TEST_CASE("trainer: a crash mid-training leaves the last checkpoint, which resum
   CHECK(r.updates == 15);
 }
 
-TEST_CASE("trainer: bad inputs are one-line errors naming the file", "[trainer]") {
-  auto be = tx::test::cpu_backend();
+TEMPLATE_TEST_CASE("trainer: bad inputs are one-line errors naming the file", "[trainer]",
+                   TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   TempDir dir;
   TrainerOptions o = tiny_options(dir);
   o.train_src = dir.file("missing.src");
@@ -227,8 +231,8 @@ TEST_CASE("tx-train: a bad flag exits 2, a tiny run exits 0 and logs on stderr",
 
   CHECK(tx_train(dir, "--model " + dir.file("m")).status == 2);  // no --train-sets
 
-  Run missing = tx_train(dir, "--train-sets " + dir.file("nope.src") + " " +
-                                  dir.file("train.tgt") + " --model " + dir.file("m"));
+  Run missing = tx_train(dir, "--train-sets " + dir.file("nope.src") + " " + dir.file("train.tgt") +
+                                  " --model " + dir.file("m"));
   CHECK(missing.status == 1);
   CHECK(missing.err.find("nope.src") != std::string::npos);
 

@@ -11,6 +11,7 @@
 #include "gradient_check.h"
 #include "nn/decoder_layer.h"
 #include "nn/loss.h"
+#include "support/backends.h"
 
 namespace {
 
@@ -26,7 +27,6 @@ using tx::nn::DecoderState;
 using tx::nn::ParameterSet;
 using tx::nn::ParamScope;
 using tx::nn::Transformer;
-using tx::test::cpu_backend;
 using tx::test::GradientChecker;
 using tx::test::perturb_params;
 using tx::test::random_normal;
@@ -143,8 +143,9 @@ DecoderLayerConfig small_layer_config() {
 
 // ---- the decoder layer --------------------------------------------------------------------
 
-TEST_CASE("decoder layer: parameters are named by the module tree", "[nn][decoder]") {
-  auto be = cpu_backend();
+TEMPLATE_TEST_CASE("decoder layer: parameters are named by the module tree", "[nn][decoder]",
+                   TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   tx::Rng rng(1);
   ParameterSet params;
   DecoderLayer layer(ParamScope(*be, params, rng, "decoder.layers.0"), small_layer_config());
@@ -164,11 +165,11 @@ TEST_CASE("decoder layer: parameters are named by the module tree", "[nn][decode
   CHECK(params.numel() == 8 * (64 + 8) + 3 * 16 + (128 + 16) + (128 + 8));
 }
 
-TEST_CASE(
+TEMPLATE_TEST_CASE(
     "decoder layer backward: finite differences w.r.t. input, memory and every parameter, "
     "with source padding",
-    "[nn][decoder][gradcheck]") {
-  auto be = cpu_backend();
+    "[nn][decoder][gradcheck]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   for (int variant = 0; variant < 3; ++variant) {
     const char* names[] = {"post-norm (the paper)", "pre-norm", "post-norm with dropout on"};
     DYNAMIC_SECTION(names[variant]) {
@@ -212,8 +213,9 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("decoder layer: position t does not see later target positions", "[nn][decoder]") {
-  auto be = cpu_backend();
+TEMPLATE_TEST_CASE("decoder layer: position t does not see later target positions", "[nn][decoder]",
+                   TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   tx::Rng rng(12);
   ParameterSet params;
   DecoderLayer layer(ParamScope(*be, params, rng, "dec"), small_layer_config());
@@ -241,9 +243,9 @@ TEST_CASE("decoder layer: position t does not see later target positions", "[nn]
 
 // ---- the whole model ----------------------------------------------------------------------
 
-TEST_CASE("transformer: parameter names and counts for each tied-embeddings mode",
-          "[nn][transformer]") {
-  auto be = cpu_backend();
+TEMPLATE_TEST_CASE("transformer: parameter names and counts for each tied-embeddings mode",
+                   "[nn][transformer]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   auto build = [&](TiedEmbeddings tied, bool pre_norm, ParameterSet& params) {
     tx::Rng rng(1);
     return Transformer(ParamScope(*be, params, rng), tiny_config(tied, pre_norm));
@@ -286,9 +288,9 @@ TEST_CASE("transformer: parameter names and counts for each tied-embeddings mode
   CHECK(var / double(e.size()) == Approx(1.0 / D).epsilon(0.3));
 }
 
-TEST_CASE("transformer: a separate vocabulary per side cannot tie all embeddings",
-          "[nn][transformer]") {
-  auto be = cpu_backend();
+TEMPLATE_TEST_CASE("transformer: a separate vocabulary per side cannot tie all embeddings",
+                   "[nn][transformer]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   tx::Rng rng(1);
   ParameterSet params;
   ModelConfig cfg = tiny_config(TiedEmbeddings::all, false);
@@ -297,10 +299,10 @@ TEST_CASE("transformer: a separate vocabulary per side cannot tie all embeddings
                     Catch::Contains("shared vocabulary"));
 }
 
-TEST_CASE(
+TEMPLATE_TEST_CASE(
     "transformer: transformer-base with a shared 32k vocabulary has the paper's ~60M parameters",
-    "[nn][transformer]") {
-  auto be = cpu_backend();
+    "[nn][transformer]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   tx::Rng rng(1);
   ParameterSet params;
   ModelConfig cfg = ModelConfig::preset("transformer-base");  // tied all
@@ -318,9 +320,9 @@ TEST_CASE(
   CHECK(params.numel() == expected);
 }
 
-TEST_CASE("transformer: forward is decode of encode and has the logits shape",
-          "[nn][transformer]") {
-  auto be = cpu_backend();
+TEMPLATE_TEST_CASE("transformer: forward is decode of encode and has the logits shape",
+                   "[nn][transformer]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   tx::Rng rng(20);
   ParameterSet params;
   Transformer model(ParamScope(*be, params, rng), tiny_config(TiedEmbeddings::none, false));
@@ -336,9 +338,9 @@ TEST_CASE("transformer: forward is decode of encode and has the logits shape",
         be->download<float>(y->value));
 }
 
-TEST_CASE("transformer loss backward: finite differences for every kind of parameter",
-          "[nn][transformer][gradcheck]") {
-  auto be = cpu_backend();
+TEMPLATE_TEST_CASE("transformer loss backward: finite differences for every kind of parameter",
+                   "[nn][transformer][gradcheck]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   struct Variant {
     const char* name;
     TiedEmbeddings tied;
@@ -379,9 +381,9 @@ TEST_CASE("transformer loss backward: finite differences for every kind of param
   }
 }
 
-TEST_CASE("transformer loss: label_smoothed_loss sums the non-pad token losses",
-          "[nn][transformer]") {
-  auto be = cpu_backend();
+TEMPLATE_TEST_CASE("transformer loss: label_smoothed_loss sums the non-pad token losses",
+                   "[nn][transformer]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   tx::Rng rng(31);
   ParameterSet params;
   Transformer model(ParamScope(*be, params, rng), tiny_config(TiedEmbeddings::all, false));
@@ -407,9 +409,10 @@ TEST_CASE("transformer loss: label_smoothed_loss sums the non-pad token losses",
   CHECK(model.output_weight()->grad.defined());
 }
 
-TEST_CASE("transformer tied embeddings: the shared tensor's gradient is the sum of its three uses",
-          "[nn][transformer]") {
-  auto be = cpu_backend();
+TEMPLATE_TEST_CASE(
+    "transformer tied embeddings: the shared tensor's gradient is the sum of its three uses",
+    "[nn][transformer]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   tx::Rng rng(40);
   ParameterSet tied_params, free_params;
   Transformer tied(ParamScope(*be, tied_params, rng), tiny_config(TiedEmbeddings::all, false));
@@ -447,11 +450,11 @@ TEST_CASE("transformer tied embeddings: the shared tensor's gradient is the sum 
   for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(1e-5));
 }
 
-TEST_CASE(
+TEMPLATE_TEST_CASE(
     "transformer: logits at position t ignore later target tokens and padded source tokens "
     "(bit-identical)",
-    "[nn][transformer]") {
-  auto be = cpu_backend();
+    "[nn][transformer]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   for (int pre_norm = 0; pre_norm < 2; ++pre_norm) {
     DYNAMIC_SECTION((pre_norm ? "pre-norm" : "post-norm")) {
       tx::Rng rng(50);
@@ -490,9 +493,10 @@ TEST_CASE(
 
 // ---- incremental decoding -----------------------------------------------------------------
 
-TEST_CASE("transformer decode_step: step-by-step logits equal the full forward at every position",
-          "[nn][transformer][decoding]") {
-  auto be = cpu_backend();
+TEMPLATE_TEST_CASE(
+    "transformer decode_step: step-by-step logits equal the full forward at every position",
+    "[nn][transformer][decoding]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   struct Variant {
     const char* name;
     TiedEmbeddings tied;
@@ -535,11 +539,11 @@ TEST_CASE("transformer decode_step: step-by-step logits equal the full forward a
   }
 }
 
-TEST_CASE(
+TEMPLATE_TEST_CASE(
     "transformer decode_step: reorder by a permutation, a fan-out and a shrunk batch matches "
     "decoding those rows alone",
-    "[nn][transformer][decoding]") {
-  auto be = cpu_backend();
+    "[nn][transformer][decoding]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
   tx::Rng rng(70);
   ParameterSet params;
   const int64_t V = 11;

@@ -130,14 +130,17 @@ CudaBackend::CudaBackend(const BackendOptions& options) : index_(options.device_
   TX_CHECK(cublasSetStream(handle, s) == CUBLAS_STATUS_SUCCESS, "cuda: cublasSetStream failed");
   // Exact fp32 GEMMs (no TF32): results stay comparable with the CPU backend.
   cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH);
+  // The record lives in device memory (device atomics on it are plain global atomics); each
+  // synchronize() copies it into pinned host memory in stream order before waiting.
   void* record = nullptr;
-  check(cudaHostAlloc(&record, sizeof(IndexErrorRecord), cudaHostAllocMapped),
-        "cudaHostAlloc (index error record)");
-  errors_host_ = static_cast<IndexErrorRecord*>(record);
+  check(cudaMalloc(&record, sizeof(IndexErrorRecord)), "cudaMalloc (index error record)");
+  errors_device_ = static_cast<IndexErrorRecord*>(record);
+  check(cudaMemsetAsync(record, 0, sizeof(IndexErrorRecord), s), "cudaMemset (index error record)");
+  void* host_record = nullptr;
+  check(cudaMallocHost(&host_record, sizeof(IndexErrorRecord)),
+        "cudaMallocHost (index error record)");
+  errors_host_ = static_cast<IndexErrorRecord*>(host_record);
   *errors_host_ = IndexErrorRecord{};
-  void* device_view = nullptr;
-  check(cudaHostGetDevicePointer(&device_view, record, 0), "cudaHostGetDevicePointer");
-  errors_device_ = static_cast<IndexErrorRecord*>(device_view);
   void* scratch = nullptr;
   check(cudaMalloc(&scratch, kReduceBlocks * sizeof(double)), "cudaMalloc (reduction scratch)");
   reduce_scratch_ = static_cast<double*>(scratch);
@@ -145,12 +148,18 @@ CudaBackend::CudaBackend(const BackendOptions& options) : index_(options.device_
 }
 
 CudaBackend::~CudaBackend() {
-  DeviceGuard guard(index_);
+  // No throwing here: errors while tearing down are ignored.
+  int previous = -1;
+  cudaGetDevice(&previous);
+  cudaSetDevice(index_);
   if (stream_) cudaStreamSynchronize(as_stream(stream_));
   if (cublas_) cublasDestroy(static_cast<cublasHandle_t>(cublas_));
   if (reduce_scratch_) cudaFree(reduce_scratch_);
+  if (errors_device_) cudaFree(errors_device_);
   if (errors_host_) cudaFreeHost(errors_host_);
   if (stream_) cudaStreamDestroy(as_stream(stream_));
+  if (previous >= 0 && previous != index_) cudaSetDevice(previous);
+  cudaGetLastError();
 }
 
 void* CudaBackend::enter() const {
@@ -164,6 +173,10 @@ void CudaBackend::raise_index_error() {
   if (errors_host_->flag == 0) return;
   const IndexErrorRecord r = *errors_host_;
   *errors_host_ = IndexErrorRecord{};
+  // Clear the device copy so the backend stays usable after the error is handled.
+  check(cudaMemsetAsync(errors_device_, 0, sizeof(IndexErrorRecord), as_stream(stream_)),
+        "cudaMemset (index error record)");
+  check(cudaStreamSynchronize(as_stream(stream_)), "synchronize");
   if (r.op == kCrossEntropy || r.op == kCrossEntropyBackward)
     throw Error(str(index_op_name(r.op), ": target id ", r.value, " in row ", r.position,
                     " is outside the vocabulary [0, ", r.limit,
@@ -174,6 +187,10 @@ void CudaBackend::raise_index_error() {
 
 void CudaBackend::synchronize() {
   DeviceGuard guard(index_);
+  // A 32-byte copy in stream order: the record as the kernels left it, then wait for both.
+  check(cudaMemcpyAsync(errors_host_, errors_device_, sizeof(IndexErrorRecord),
+                        cudaMemcpyDeviceToHost, as_stream(stream_)),
+        "copy index error record");
   check(cudaStreamSynchronize(as_stream(stream_)), "synchronize");
   raise_index_error();
 }

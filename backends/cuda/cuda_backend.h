@@ -2,8 +2,9 @@
 // rest (one file per family, like backends/cpu), everything issued on one stream per backend.
 //
 // Index errors (gather_rows, scatter_add_rows, cross_entropy) are detected by the kernels, which
-// record the first bad id in a pinned host record; synchronize() (and so every copy to the host)
-// raises it as tx::Error. This header needs no CUDA headers: handles are kept opaque.
+// record the first bad id in a small device record; synchronize() (and so every copy to and from
+// the host) copies it back and raises it as tx::Error. This header needs no CUDA headers: handles
+// are kept opaque.
 #pragma once
 
 #include <cstdint>
@@ -99,8 +100,8 @@ class CudaBackend : public Backend {
   std::shared_ptr<Allocator> allocator_;
   void* stream_ = nullptr;                     // cudaStream_t
   void* cublas_ = nullptr;                     // cublasHandle_t, bound to stream_
-  IndexErrorRecord* errors_host_ = nullptr;    // pinned, mapped
-  IndexErrorRecord* errors_device_ = nullptr;  // the same record as the kernels see it
+  IndexErrorRecord* errors_host_ = nullptr;    // pinned host copy, refreshed by synchronize()
+  IndexErrorRecord* errors_device_ = nullptr;  // written by the kernels
   double* reduce_scratch_ = nullptr;
 };
 

@@ -24,6 +24,7 @@ std::unique_ptr<Backend> backend_or_skip(const char* name);
 #define TX_BACKENDS tx::test::Cpu, tx::test::Cuda
 
 // Declares `be` (a std::unique_ptr<tx::Backend>) for TestType, or returns from a skipped case.
-#define TX_BACKEND_OR_SKIP(be)                           \
-  auto be = ::tx::test::backend_or_skip(TestType::name); \
+// (The type is spelled out so that `be` is not a dependent name inside the template body.)
+#define TX_BACKEND_OR_SKIP(be)                                                     \
+  std::unique_ptr<::tx::Backend> be = ::tx::test::backend_or_skip(TestType::name); \
   if (!be) return

@@ -1,0 +1,224 @@
+// The CPU backend as the oracle of the CUDA backend: the same weights and inputs on both devices,
+// compared with stated tolerances (llm.c's test_gpt2 idea). Without a usable GPU every case
+// prints "SKIPPED: ..." and ctest reports it skipped, never passed.
+//
+// Tolerances: both devices compute in fp32 (cuBLAS without TF32, kernels without FMA
+// contraction), but GEMMs and row reductions sum in different orders, so values differ by a few
+// ulps per operation. Through transformer-base's 12 layers that stays below 1e-3 of each
+// tensor's largest magnitude; the loss (a sum of ~40 token losses) agrees to 1e-4 relative.
+// Dropout masks are a pure function of (seed, index) (core/rng.h) and must agree bit for bit.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backend/registry.h"
+#include "core/rng.h"
+#include "data/batch.h"
+#include "decode/beam_search.h"
+#include "gradient_check.h"
+#include "graph/graph.h"
+#include "io/model_config.h"
+#include "nn/loss.h"
+#include "nn/param_scope.h"
+#include "nn/transformer.h"
+#include "support/backends.h"
+#include "support/reference.h"
+
+namespace {
+
+using tx::Backend;
+using tx::Graph;
+using tx::GraphOptions;
+using tx::Tensor;
+using tx::Var;
+using tx::io::ModelConfig;
+using tx::nn::ParameterSet;
+using tx::nn::ParamScope;
+using tx::nn::Transformer;
+using Ids = std::vector<int32_t>;
+
+constexpr int32_t kPad = 0;
+
+// The CPU oracle and the CUDA backend, or null (after printing SKIPPED) when there is no GPU.
+struct Pair {
+  std::unique_ptr<Backend> cpu, cuda;
+};
+Pair backends_or_skip() {
+  Pair p;
+  p.cuda = tx::test::backend_or_skip("cuda");
+  if (p.cuda) p.cpu = tx::test::backend_or_skip("cpu");
+  return p;
+}
+
+// Copies every parameter value of `from` (on `src`) into `to` (on `dst`): the same weights.
+void copy_params(Backend& src, const ParameterSet& from, Backend& dst, const ParameterSet& to) {
+  REQUIRE(from.size() == to.size());
+  for (size_t i = 0; i < from.size(); ++i) {
+    REQUIRE(from.items()[i].first == to.items()[i].first);
+    std::vector<float> h = src.download<float>(from.items()[i].second->value);
+    dst.copy_from_host(h.data(), to.items()[i].second->value);
+  }
+}
+
+double max_abs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, double(std::abs(x)));
+  return m;
+}
+
+// max |got - want| <= rel * max|want| + abs_floor, reported with the worst difference.
+void check_close(const std::string& what, const std::vector<float>& got,
+                 const std::vector<float>& want, double rel, double abs_floor) {
+  REQUIRE(got.size() == want.size());
+  double worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = std::abs(double(got[i]) - double(want[i]));
+    if (!(d <= worst)) {  // NaN counts as worst
+      worst = d;
+      at = i;
+    }
+  }
+  const double tol = rel * max_abs(want) + abs_floor;
+  INFO(what << ": max |cuda - cpu| = " << worst << " at " << at << " (cuda " << got[at] << ", cpu "
+            << want[at] << "), tolerance " << tol);
+  CHECK(worst <= tol);
+}
+
+// Token ids in [4, vocab) with pads after each row's length.
+Ids random_ids(tx::Rng& rng, int64_t batch, int64_t time, const Ids& lengths, int64_t vocab) {
+  Ids ids(batch * time, kPad);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < lengths[b]; ++t)
+      ids[b * time + t] = 4 + static_cast<int32_t>(rng.uniform() * float(vocab - 4));
+  return ids;
+}
+
+}  // namespace
+
+TEST_CASE("cuda oracle: dropout masks are bit-identical on cpu and cuda", "[cuda][oracle]") {
+  Pair be = backends_or_skip();
+  if (!be.cuda) return;
+  const tx::Shape s{1031, 517};  // odd sizes: no launch shape divides them
+  const std::vector<float> x = tx::test::random_away_from_zero(s.numel(), 3, 0.1f, 2.0f);
+  for (float p : {0.1f, 0.3f, 0.5f})
+    for (uint64_t offset : {uint64_t(0), uint64_t(12345), uint64_t(1) << 40}) {
+      INFO("p " << p << ", offset " << offset);
+      std::vector<std::vector<float>> y, dx;
+      for (Backend* b : {be.cpu.get(), be.cuda.get()}) {
+        Tensor xt = b->upload(x, s), yt = b->empty(s);
+        b->dropout(xt, p, 99, offset, yt);
+        y.push_back(b->download<float>(yt));
+        // backward accumulates: dx = x + dropout(x)
+        Tensor dxt = b->upload(x, s);
+        b->dropout_backward(xt, p, 99, offset, dxt);
+        dx.push_back(b->download<float>(dxt));
+      }
+      TX_CHECK_OK(tx::test::compare_exact(y[1], y[0]));
+      TX_CHECK_OK(tx::test::compare_exact(dx[1], dx[0]));
+    }
+}
+
+TEST_CASE("cuda oracle: transformer-base forward and backward agree with the cpu",
+          "[cuda][oracle]") {
+  Pair be = backends_or_skip();
+  if (!be.cuda) return;
+  ModelConfig c = ModelConfig::preset("transformer-base");
+  c.src_vocab_size = c.tgt_vocab_size = 1000;  // a small vocabulary keeps the cpu side quick
+  // dropout stays at the preset's 0.1: the masks are the same on both devices.
+  ParameterSet pc, pg;
+  tx::Rng rc(7), rg(7);
+  Transformer mc(ParamScope(*be.cpu, pc, rc), c);
+  Transformer mg(ParamScope(*be.cuda, pg, rg), c);
+  tx::test::perturb_params(*be.cpu, pc, rc);
+  copy_params(*be.cpu, pc, *be.cuda, pg);
+
+  tx::Rng data(11);
+  const int64_t B = 3, S = 17, T = 13;
+  const Ids src_len = {17, 9, 4}, tgt_len = {13, 6, 2};
+  const Ids src = random_ids(data, B, S, src_len, c.src_vocab_size);
+  const Ids tgt_out = random_ids(data, B, T, tgt_len, c.tgt_vocab_size);
+  Ids tgt_in(B * T, kPad);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < tgt_len[b]; ++t)
+      tgt_in[b * T + t] = t == 0 ? 2 : tgt_out[b * T + t - 1];
+
+  struct Result {
+    std::vector<float> logits, loss;
+  };
+  auto run = [&](Backend& b, const Transformer& m) {
+    Graph g(b, GraphOptions{true, true, 5, false});
+    Var logits =
+        m.forward(g, b.upload(src, {B, S}), b.upload(src_len, {B}), b.upload(tgt_in, {B, T}));
+    Var loss =
+        tx::nn::label_smoothed_loss(g, logits, b.upload(tgt_out, {B, T}), c.label_smoothing, kPad);
+    g.backward(loss);
+    return Result{b.download<float>(logits->value), b.download<float>(loss->value)};
+  };
+  const Result want = run(*be.cpu, mc);
+  const Result got = run(*be.cuda, mg);
+  REQUIRE(got.loss.size() == 1);
+  INFO("loss cpu " << want.loss[0] << " cuda " << got.loss[0]);
+  CHECK(std::abs(got.loss[0] - want.loss[0]) <= 1e-4 * std::abs(want.loss[0]));
+  check_close("logits", got.logits, want.logits, 1e-3, 1e-5);
+  for (size_t i = 0; i < pc.size(); ++i) {
+    const Var& vc = pc.items()[i].second;
+    const Var& vg = pg.items()[i].second;
+    REQUIRE(vc->grad.defined() == vg->grad.defined());
+    if (!vc->grad.defined()) continue;
+    check_close(pc.items()[i].first + " gradient", be.cuda->download<float>(vg->grad),
+                be.cpu->download<float>(vc->grad), 1e-3, 1e-6);
+  }
+}
+
+TEST_CASE("cuda oracle: beam search finds the same translations as on the cpu", "[cuda][oracle]") {
+  Pair be = backends_or_skip();
+  if (!be.cuda) return;
+  ModelConfig c;
+  c.src_vocab_size = c.tgt_vocab_size = 40;
+  c.d_model = 32;
+  c.d_ff = 64;
+  c.heads = 4;
+  c.encoder_layers = c.decoder_layers = 2;
+  c.dropout = 0.0f;
+  ParameterSet pc, pg;
+  tx::Rng rc(21), rg(21);
+  Transformer mc(ParamScope(*be.cpu, pc, rc), c);
+  Transformer mg(ParamScope(*be.cuda, pg, rg), c);
+  // Large perturbations make the output distributions far from uniform: no near-ties whose
+  // order a last-ulp difference could flip.
+  tx::test::perturb_params(*be.cpu, pc, rc);
+  copy_params(*be.cpu, pc, *be.cuda, pg);
+
+  tx::Rng data(23);
+  std::vector<Ids> rows;
+  for (int64_t n : {7, 1, 12, 4, 9}) {
+    Ids r(n);
+    for (int32_t& id : r)
+      id = 4 + static_cast<int32_t>(data.uniform() * float(c.src_vocab_size - 4));
+    rows.push_back(r);
+  }
+  std::vector<const Ids*> ptrs;
+  std::vector<int64_t> indices;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ptrs.push_back(&rows[i]);
+    indices.push_back(int64_t(i));
+  }
+  const tx::data::SourceBatch batch = tx::data::make_source_batch(ptrs, indices);
+  tx::decode::BeamSearchOptions o;
+  o.beam_size = 5;
+  o.n_best = 5;
+  const auto want = tx::decode::BeamSearch(*be.cpu, mc, o).search(batch);
+  const auto got = tx::decode::BeamSearch(*be.cuda, mg, o).search(batch);
+  REQUIRE(got.size() == want.size());
+  for (size_t s = 0; s < want.size(); ++s) {
+    REQUIRE(got[s].size() == want[s].size());
+    for (size_t i = 0; i < want[s].size(); ++i) {
+      INFO("sentence " << s << ", hypothesis " << i);
+      CHECK(got[s][i].ids == want[s][i].ids);
+      CHECK(got[s][i].log_prob == Approx(want[s][i].log_prob).margin(1e-3));
+      CHECK(got[s][i].score == Approx(want[s][i].score).margin(1e-3));
+    }
+  }
+}
