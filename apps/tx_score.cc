@@ -1,13 +1,19 @@
 // tx-score: two jobs, picked by whether a model is given.
 // - Metrics (no --model): corpus BLEU / chrF / chrF++ of hypotheses (stdin or --input) against
-//   one or more reference files, one sacreBLEU-format line per metric (lib/metrics).
+//   one or more reference files, one line per metric as sacreBLEU's text output prints it,
+//   signature included (lib/metrics); or, with --sentence-level, one line per hypothesis.
 // - Model scoring (--model): the log-probability of each target line given its source line,
-//   teacher-forced, one score per line in input order (marian-scorer).
+//   teacher-forced, one score per line in input order (marian-scorer); or, with --n-best-list,
+//   each n-best line with that score appended to its features (marian-scorer --n-best).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
 #include <numeric>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/app_log.h"
@@ -15,10 +21,12 @@
 #include "common/model_setup.h"
 #include "data/batch.h"
 #include "data/corpus.h"
+#include "data/line_reader.h"
 #include "graph/graph.h"
 #include "graph/ops.h"
 #include "metrics/bleu.h"
 #include "metrics/chrf.h"
+#include "metrics/corpus_check.h"
 #include "metrics/read_lines.h"
 
 namespace {
@@ -49,36 +57,88 @@ std::vector<std::string> metric_names(const Options& o) {
   return out;
 }
 
+// printf's %.Nf, as sacreBLEU's f"{score:.{width}f}".
+std::string fixed(double value, int decimals) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
+  return buffer;
+}
+
+// One metric's options, signature and scores, from the command line.
+class Metric {
+ public:
+  Metric(const std::string& name, const Options& o, int num_refs, bool sentence_level)
+      : name_(name), score_only_(o.flag("score-only")) {
+    if (name == "bleu") {
+      bleu_.lowercase = o.flag("lowercase");
+      bleu_.tokenizer = tx::metrics::parse_bleu_tokenizer(o.text("tokenize"));
+      bleu_.max_order = static_cast<int>(o.integer("max-ngram-order"));
+      bleu_.effective_order = sentence_level;  // sacreBLEU turns it on for sentence BLEU
+      signature_ = tx::metrics::bleu_signature(bleu_, num_refs);
+    } else {
+      if (name == "chrf++") chrf_ = tx::metrics::chrf_plus_plus_options();
+      chrf_.lowercase = o.flag("lowercase");
+      signature_ = tx::metrics::chrf_signature(chrf_, num_refs);
+    }
+  }
+
+  std::string corpus(const tx::metrics::Lines& hyps,
+                     const std::vector<tx::metrics::Lines>& refs) const {
+    if (name_ == "bleu") return line(tx::metrics::corpus_bleu(hyps, refs, bleu_));
+    return line(tx::metrics::corpus_chrf(hyps, refs, chrf_));
+  }
+
+  std::string sentence(const std::string& hyp, const std::vector<std::string>& refs) const {
+    if (name_ == "bleu") return line(tx::metrics::sentence_bleu(hyp, refs, bleu_));
+    return line(tx::metrics::sentence_chrf(hyp, refs, chrf_));
+  }
+
+ private:
+  template <typename Score>
+  std::string line(const Score& score) const {
+    return (score_only_ ? fixed(score.score, 2) : score.format(2, signature_)) + "\n";
+  }
+
+  std::string name_;
+  bool score_only_;
+  tx::metrics::BleuOptions bleu_;
+  tx::metrics::ChrfOptions chrf_;
+  std::string signature_;
+};
+
 int score_metrics(const Options& o) {
   if (!o.has("references") || o.list("references").empty())
     throw UsageError(
         "give reference files with -r/--references (metrics), or a model with -m/--model "
         "(model scoring)");
-  for (const char* model_only : {"src", "tgt"})
+  for (const char* model_only : {"src", "tgt", "n-best-list"})
     if (o.has(model_only))
       throw UsageError(tx::str("--", model_only, " is for model scoring: give -m/--model too"));
   const std::vector<std::string> names = metric_names(o);
+  const bool sentence_level = o.flag("sentence-level");
+  if (sentence_level && names.size() > 1)
+    throw UsageError(tx::str("--sentence-level scores one metric, but --metrics names ",
+                             names.size(), "; run tx-score once per metric"));
   const std::string input = o.has("input") ? o.text("input") : "-";
   // /dev/stdin keeps read_lines' rules (split at '\n', trailing whitespace stripped) for a pipe.
   const tx::metrics::Lines hyps = tx::metrics::read_lines(input == "-" ? "/dev/stdin" : input);
   std::vector<tx::metrics::Lines> refs;
   for (const std::string& path : o.list("references"))
     refs.push_back(tx::metrics::read_lines(path));
+  const int num_refs = static_cast<int>(refs.size());
 
-  const bool lowercase = o.flag("lowercase");
   std::string out;
-  for (const std::string& name : names) {
-    if (name == "bleu") {
-      tx::metrics::BleuOptions bo;
-      bo.lowercase = lowercase;
-      bo.tokenizer = tx::metrics::parse_bleu_tokenizer(o.text("tokenize"));
-      out += tx::metrics::corpus_bleu(hyps, refs, bo).format() + "\n";
-    } else {
-      tx::metrics::ChrfOptions co =
-          name == "chrf++" ? tx::metrics::chrf_plus_plus_options() : tx::metrics::ChrfOptions{};
-      co.lowercase = lowercase;
-      out += tx::metrics::corpus_chrf(hyps, refs, co).format() + "\n";
+  if (sentence_level) {
+    tx::metrics::check_corpus(hyps, refs);
+    const Metric metric(names.front(), o, num_refs, true);
+    std::vector<std::string> segment_refs(refs.size());
+    for (size_t i = 0; i < hyps.size(); ++i) {
+      for (size_t r = 0; r < refs.size(); ++r) segment_refs[r] = refs[r][i];
+      out += metric.sentence(hyps[i], segment_refs);
     }
+  } else {
+    for (const std::string& name : names)
+      out += Metric(name, o, num_refs, false).corpus(hyps, refs);
   }
   std::fputs(out.c_str(), stdout);  // all or nothing: an error above prints no partial result
   tx::app::detail(o, "scored ", hyps.size(), " lines against ", refs.size(), " reference",
@@ -115,23 +175,17 @@ std::vector<std::vector<int64_t>> make_batches(const tx::data::ParallelCorpus& c
   return batches;
 }
 
-int score_model(const Options& o) {
-  if (!o.has("src") || !o.has("tgt"))
-    throw UsageError("model scoring needs --src FILE and --tgt FILE (one pair per line)");
-  if (o.has("references"))
-    throw UsageError("-r/--references is for metrics: leave out -m/--model to compute BLEU/chrF");
-  tx::app::LoadedModel m(o);
-  const std::string src = o.text("src"), tgt = o.text("tgt");
-  tx::data::CorpusOptions co;
-  co.empty_lines = tx::data::EmptyLines::kKeep;  // one score per pair, whatever it holds
-  co.num_threads = static_cast<int32_t>(o.integer("cpu-threads"));
-  const tx::data::ParallelCorpus corpus =
-      tx::data::load_parallel_corpus(src, tgt, m.src_vocab(), m.tgt_vocab(), co);
+// The teacher-forced log-probability of each pair of `corpus`, in corpus order. `where(i,
+// source_side)` names where pair i's source or target came from, for the message of an over-long
+// pair.
+template <typename Where>
+std::vector<double> model_scores(const Options& o, tx::app::LoadedModel& m,
+                                 const tx::data::ParallelCorpus& corpus, Where where) {
   const int64_t limit = m.config().max_length;
   for (int64_t i = 0; i < corpus.size(); ++i) {
     const bool src_long = tx::data::source_row_length(corpus.src_length(i)) > limit;
     if (src_long || tx::data::target_row_length(corpus.tgt_length(i)) > limit)
-      throw tx::Error(tx::str("'", src_long ? src : tgt, "' line ", corpus.line(i), ": ",
+      throw tx::Error(tx::str(where(i, src_long), ": ",
                               src_long ? corpus.src_length(i) : corpus.tgt_length(i),
                               " tokens, but the model covers ", limit - 1, " (its max_length is ",
                               limit, "); shorten or split the pair, or leave it out"));
@@ -160,6 +214,119 @@ int score_model(const Options& o) {
       scores[b.indices[r]] = score;
     }
   }
+  return scores;
+}
+
+std::string_view trim_spaces(std::string_view s) {
+  const size_t begin = s.find_first_not_of(' ');
+  if (begin == std::string_view::npos) return {};
+  return s.substr(begin, s.find_last_not_of(' ') - begin + 1);
+}
+
+// One line of a Marian n-best list, "i ||| text ||| features ||| score", split at "|||" with
+// the spaces around each field kept, so that the line can be written back as it came.
+struct NBestLine {
+  std::vector<std::string> fields;  // exactly 4
+  int64_t index = 0;                // i: the 0-based source line
+  std::string text() const { return std::string(trim_spaces(fields[1])); }
+};
+
+NBestLine parse_nbest_line(const std::string& line, const tx::data::LineReader& reader,
+                           int64_t source_lines, const std::string& src_path) {
+  NBestLine n;
+  for (size_t begin = 0;;) {
+    const size_t bar = line.find("|||", begin);
+    n.fields.push_back(line.substr(begin, bar == std::string::npos ? bar : bar - begin));
+    if (bar == std::string::npos) break;
+    begin = bar + 3;
+  }
+  const std::string at = tx::str("'", reader.name(), "' line ", reader.line_number());
+  if (n.fields.size() != 4)
+    throw tx::Error(tx::str(at, " has ", n.fields.size(),
+                            " fields; an n-best line is 'i ||| text ||| features ||| score' "
+                            "(as tx-translate --n-best N writes it)"));
+  const std::string index(trim_spaces(n.fields[0]));
+  if (index.empty() || index.size() > 18 ||
+      index.find_first_not_of("0123456789") != std::string::npos)
+    throw tx::Error(tx::str(at, " starts with '", index,
+                            "', not a source line index; an n-best line is 'i ||| text ||| "
+                            "features ||| score' with i counting --src lines from 0"));
+  n.index = std::stoll(index);
+  if (n.index >= source_lines)
+    throw tx::Error(tx::str(at, " is for source line index ", n.index, " but '", src_path, "' has ",
+                            source_lines, " lines (indices 0..", source_lines - 1,
+                            "); give the --src the n-best list was translated from"));
+  return n;
+}
+
+// marian-scorer --n-best: each line of the list scored as (source line i, text), then written
+// back with " <feature>= <score>" appended to its features, in the list's order.
+int score_nbest(const Options& o, tx::app::LoadedModel& m) {
+  const std::string src_path = o.text("src"), nbest_path = o.text("n-best-list");
+  const std::string feature = o.text("n-best-feature");
+  if (feature.empty() || feature.find_first_of(" |=") != std::string::npos)
+    throw UsageError("--n-best-feature: '" + feature +
+                     "' cannot name a feature; use a word without spaces, '|' or '=', e.g. F1");
+  std::vector<std::string> sources;
+  {
+    tx::data::LineReader reader(src_path);
+    for (std::string line; reader.next(line);) sources.push_back(line);
+  }
+  std::vector<NBestLine> nbest;
+  tx::data::ParallelCorpus corpus;
+  std::map<int64_t, std::vector<int32_t>> source_ids;  // each source line encoded once
+  {
+    std::unique_ptr<tx::data::LineReader> reader =
+        nbest_path == "-" ? std::make_unique<tx::data::LineReader>(std::cin, "stdin")
+                          : std::make_unique<tx::data::LineReader>(nbest_path);
+    for (std::string line; reader->next(line);) {
+      nbest.push_back(
+          parse_nbest_line(line, *reader, static_cast<int64_t>(sources.size()), src_path));
+      const int64_t i = nbest.back().index;
+      auto src = source_ids.find(i);
+      if (src == source_ids.end())
+        src = source_ids.emplace(i, m.src_vocab().encode(sources[static_cast<size_t>(i)])).first;
+      corpus.add(src->second, m.tgt_vocab().encode(nbest.back().text()), reader->line_number());
+    }
+  }
+  const std::vector<double> scores = model_scores(o, m, corpus, [&](int64_t k, bool src_side) {
+    return src_side ? tx::str("'", src_path, "' line ", nbest[k].index + 1, " (index ",
+                              nbest[k].index, " in '", nbest_path, "' line ", corpus.line(k), ")")
+                    : tx::str("'", nbest_path, "' line ", corpus.line(k));
+  });
+  std::string out;
+  for (size_t k = 0; k < nbest.size(); ++k) {
+    const std::vector<std::string>& f = nbest[k].fields;
+    const std::string_view features = trim_spaces(f[2]);
+    out += f[0] + "|||" + f[1] + "||| " + std::string(features) + (features.empty() ? "" : " ") +
+           feature + "= " + fixed(scores[k], 6) + " |||" + f[3] + "\n";
+  }
+  std::fputs(out.c_str(), stdout);
+  std::fflush(stdout);
+  tx::app::info(o, "rescored ", nbest.size(), " n-best line", nbest.size() == 1 ? "" : "s", " of ",
+                source_ids.size(), " source line", source_ids.size() == 1 ? "" : "s");
+  return 0;
+}
+
+int score_model(const Options& o) {
+  if (!o.has("src") || (o.has("tgt") == o.has("n-best-list")))
+    throw UsageError(o.has("tgt") && o.has("n-best-list")
+                         ? "--tgt and --n-best-list both name the targets to score; give one"
+                         : "model scoring needs --src FILE and --tgt FILE (one pair per line), "
+                           "or --src FILE and --n-best-list FILE");
+  if (o.has("references"))
+    throw UsageError("-r/--references is for metrics: leave out -m/--model to compute BLEU/chrF");
+  tx::app::LoadedModel m(o);
+  if (o.has("n-best-list")) return score_nbest(o, m);
+  const std::string src = o.text("src"), tgt = o.text("tgt");
+  tx::data::CorpusOptions co;
+  co.empty_lines = tx::data::EmptyLines::kKeep;  // one score per pair, whatever it holds
+  co.num_threads = static_cast<int32_t>(o.integer("cpu-threads"));
+  const tx::data::ParallelCorpus corpus =
+      tx::data::load_parallel_corpus(src, tgt, m.src_vocab(), m.tgt_vocab(), co);
+  const std::vector<double> scores = model_scores(o, m, corpus, [&](int64_t i, bool src_side) {
+    return tx::str("'", src_side ? src : tgt, "' line ", corpus.line(i));
+  });
   for (double s : scores) std::printf("%.6f\n", s);
   std::fflush(stdout);
   tx::app::info(o, "scored ", scores.size(), " pair", scores.size() == 1 ? "" : "s");

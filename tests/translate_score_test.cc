@@ -275,12 +275,16 @@ TEST_CASE("tx-score: BLEU and chrF lines equal the library's, line-count mismatc
   const std::vector<std::string> hyp_lines = tx::metrics::read_lines(dir.file("hyp.txt"));
 
   SECTION("one reference, stdin and -i") {
-    tx::metrics::ChrfOptions chrf;
+    // Each line carries sacreBLEU's signature (lib/metrics, score_sacrebleu_test.cc).
+    const tx::metrics::ChrfOptions chrf, pp = tx::metrics::chrf_plus_plus_options();
     const std::string want =
-        tx::metrics::corpus_bleu(hyp_lines, {refs}).format() + "\n" +
-        tx::metrics::corpus_chrf(hyp_lines, {refs}, chrf).format() + "\n" +
-        tx::metrics::corpus_chrf(hyp_lines, {refs}, tx::metrics::chrf_plus_plus_options())
-            .format() +
+        tx::metrics::corpus_bleu(hyp_lines, {refs}).format(2, tx::metrics::bleu_signature({}, 1)) +
+        "\n" +
+        tx::metrics::corpus_chrf(hyp_lines, {refs}, chrf)
+            .format(2, tx::metrics::chrf_signature(chrf, 1)) +
+        "\n" +
+        tx::metrics::corpus_chrf(hyp_lines, {refs}, pp)
+            .format(2, tx::metrics::chrf_signature(pp, 1)) +
         "\n";
     Run r =
         run(dir, TX_SCORE_BIN,
@@ -299,9 +303,12 @@ TEST_CASE("tx-score: BLEU and chrF lines equal the library's, line-count mismatc
     bo.tokenizer = tx::metrics::BleuTokenizer::kNone;
     tx::metrics::ChrfOptions co;
     co.lowercase = true;
-    const std::string want = tx::metrics::corpus_bleu(hyp_lines, {refs, refs2}, bo).format() +
+    const std::string want = tx::metrics::corpus_bleu(hyp_lines, {refs, refs2}, bo)
+                                 .format(2, tx::metrics::bleu_signature(bo, 2)) +
                              "\n" +
-                             tx::metrics::corpus_chrf(hyp_lines, {refs, refs2}, co).format() + "\n";
+                             tx::metrics::corpus_chrf(hyp_lines, {refs, refs2}, co)
+                                 .format(2, tx::metrics::chrf_signature(co, 2)) +
+                             "\n";
     Run r = run(dir, TX_SCORE_BIN,
                 "--metrics bleu,chrf --lowercase --tokenize none -r " + dir.file("ref.txt") + " " +
                     dir.file("ref2.txt") + " < " + dir.file("hyp.txt"));

@@ -183,12 +183,33 @@ std::vector<OptionSpec> make_registry() {
   t.push_back(option("lowercase", OptionType::flag, false,
                      "Case-insensitive metrics (every metric, unlike sacreBLEU's -lc)", kScore,
                      metrics));
-  t.push_back(option("tokenize", OptionType::text, "13a", "BLEU tokenizer: 13a or none", kScore,
-                     metrics, one_of({"13a", "none"})));
+  t.push_back(option("tokenize", OptionType::text, "13a",
+                     "BLEU tokenizer (sacreBLEU's): 13a, intl (Unicode punctuation and "
+                     "symbols), char (every character) or none",
+                     kScore, metrics, one_of({"13a", "intl", "char", "none"})));
+  t.push_back(option("max-ngram-order", OptionType::integer, 4,
+                     "BLEU's highest n-gram order (sacreBLEU's max_ngram_order)", kScore, metrics,
+                     positive));
+  t.push_back(option("sentence-level", OptionType::flag, false,
+                     "One score per hypothesis line instead of one per corpus (sacreBLEU's "
+                     "sentence_bleu: effective order on); one metric only",
+                     kScore, metrics));
+  t.push_back(option("score-only", OptionType::flag, false,
+                     "Print the score alone, without the signature and statistics", kScore,
+                     metrics));
   t.push_back(option("src", OptionType::text, nullptr,
                      "Source sentences, one per line (model scoring)", kScore, scoring));
   t.push_back(option("tgt", OptionType::text, nullptr,
                      "Target sentences to score, one per line (model scoring)", kScore, scoring));
+  t.push_back(option("n-best-list", OptionType::text, nullptr,
+                     "Marian n-best list to rescore in place of --tgt ('i ||| text ||| "
+                     "features ||| score', i the 0-based --src line); each line comes back "
+                     "with the model's score appended to its features",
+                     kScore, scoring));
+  t.push_back(option("n-best-feature", OptionType::text, "F1",
+                     "Feature name for the score --n-best-list appends (Marian's "
+                     "--n-best-feature; tx-translate writes F0)",
+                     kScore, scoring));
 
   // tx-train (it shares model, vocabs, max-tokens and beam-size with the rows above).
   const std::string train_data = "Training data", training = "Training",
