@@ -6,6 +6,7 @@
 #include "common/app_log.h"
 #include "common/command_line.h"
 #include "train/average.h"
+#include "train/trainer.h"
 
 namespace {
 
@@ -19,8 +20,36 @@ std::string grouped(int64_t n) {
   return out;
 }
 
+using tx::app::UsageError;
+
+// The files to average: --inputs, or the newest --last snapshots of the model directory.
+std::vector<std::string> inputs_of(const tx::app::Options& options) {
+  const bool listed = options.has("inputs") && !options.list("inputs").empty();
+  const int64_t last = options.integer("last");
+  if (last == 0) {
+    if (!listed)
+      throw UsageError(
+          "give the checkpoints to average (as arguments or --inputs), or --last N "
+          "-m DIR for the newest N snapshots tx-train --keep-last wrote");
+    return options.list("inputs");
+  }
+  if (listed) throw UsageError("give either checkpoints or --last N -m DIR, not both");
+  if (!options.has("model"))
+    throw UsageError("--last needs the model directory tx-train wrote: -m DIR");
+  const std::string dir = options.text("model");
+  const auto snapshots = tx::train::Trainer::snapshots(dir);
+  if (static_cast<int64_t>(snapshots.size()) < last)
+    throw tx::Error(tx::str("'", dir, "' holds ", snapshots.size(),
+                            " model.u<update>.safetensors snapshots but --last asks for ", last,
+                            "; ask for fewer, or train with --keep-last ", last, " or more"));
+  std::vector<std::string> inputs;
+  for (size_t i = snapshots.size() - static_cast<size_t>(last); i < snapshots.size(); ++i)
+    inputs.push_back(snapshots[i].second);
+  return inputs;
+}
+
 int average(const tx::app::Options& options) {
-  const std::vector<std::string> inputs = options.list("inputs");
+  const std::vector<std::string> inputs = inputs_of(options);
   const std::string output = options.text("output");
   for (const std::string& in : inputs) tx::app::detail(options, "input: ", in);
   const tx::train::AverageSummary s = tx::train::average_checkpoints(inputs, output);
@@ -38,6 +67,7 @@ int main(int argc, char** argv) {
   return tx::app::run_main(tx::app::kAverage,
                            "tx-average: average the parameters of checkpoints of one model into "
                            "a model file.\nExample: tx-average -o avg.safetensors "
-                           "ckpt.10000.safetensors ckpt.11000.safetensors",
+                           "model.u10000.safetensors model.u11000.safetensors\n"
+                           "         tx-average -o avg.safetensors --last 5 -m model.de-en",
                            argc, argv, average);
 }

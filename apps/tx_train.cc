@@ -1,11 +1,16 @@
 // tx-train: trains a Transformer on parallel text. The work is train::Trainer; this file maps
 // the options onto TrainerOptions.
+#include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/registry.h"
 #include "common/app_log.h"
 #include "common/command_line.h"
+#include "core/rng.h"
+#include "nn/parameter_summary.h"
+#include "nn/transformer.h"
 #include "train/trainer.h"
 
 namespace {
@@ -17,7 +22,8 @@ using tx::app::UsageError;
 // that its options parse (and --dump-config works) without them.
 void require(const Options& options, const std::string& name) {
   if (!options.has(name))
-    throw UsageError(tx::str("--", name, " is required; give it on the command line or in "
+    throw UsageError(tx::str("--", name,
+                             " is required; give it on the command line or in "
                              "--config (see 'tx-train --help')"));
 }
 
@@ -30,7 +36,54 @@ std::vector<std::string> pair_of(const Options& options, const std::string& name
   return v;
 }
 
+// "60,522,496".
+std::string grouped(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::unique_ptr<tx::Backend> backend_of(const Options& options) {
+  tx::register_builtin_backends();
+  tx::BackendOptions bo;
+  bo.threads = static_cast<int>(options.integer("cpu-threads"));
+  return tx::create_backend(options.text("device"), bo);
+}
+
+// --dry-run: the model the options describe, built for real on --device (so its memory is
+// allocated too), with vocabularies of --dim-vocabs pieces; its counts go to stdout.
+int dry_run(const Options& options) {
+  tx::io::ModelConfig config = options.model_config();
+  config.src_vocab_size = config.tgt_vocab_size = options.integer("dim-vocabs");
+  config.validate(true, "the model options");
+  std::unique_ptr<tx::Backend> be = backend_of(options);
+  tx::nn::ParameterSet params;
+  tx::Rng rng(static_cast<uint64_t>(options.integer("seed")));
+  tx::nn::Transformer model(tx::nn::ParamScope(*be, params, rng), config);
+  const nlohmann::json c = config.to_json();
+  std::printf(
+      "model: d_model %lld, d_ff %lld, heads %lld, %lld+%lld layers, %s, vocabularies "
+      "%s/%s, tied embeddings: %s\n",
+      (long long)config.d_model, (long long)config.d_ff, (long long)config.heads,
+      (long long)config.encoder_layers, (long long)config.decoder_layers,
+      config.pre_norm ? "pre-norm" : "post-norm", grouped(config.src_vocab_size).c_str(),
+      grouped(config.tgt_vocab_size).c_str(), c.at("tied_embeddings").get<std::string>().c_str());
+  for (const tx::nn::ComponentCount& part : tx::nn::parameter_summary(params)) {
+    const std::string each =
+        part.repeats > 1
+            ? tx::str(" (", part.repeats, " x ", grouped(part.parameters / part.repeats), ")")
+            : std::string();
+    std::printf("  %-40s %14s\n", (part.name + each).c_str(), grouped(part.parameters).c_str());
+  }
+  std::printf("parameters: %lld\n", (long long)params.numel());
+  return 0;
+}
+
 int train(const Options& options) {
+  if (options.flag("dry-run")) return dry_run(options);
   tx::train::TrainerOptions t;
   require(options, "model");
   t.model_dir = options.text("model");
@@ -45,9 +98,10 @@ int train(const Options& options) {
   if (options.has("vocabs")) {
     const std::vector<std::string> vocabs = options.list("vocabs");
     if (vocabs.empty() || vocabs.size() > 2)
-      throw UsageError(tx::str("--vocabs: expected SRC.spm TGT.spm, or one path for a joint "
-                               "vocabulary, got ",
-                               vocabs.size(), " paths"));
+      throw UsageError(
+          tx::str("--vocabs: expected SRC.spm TGT.spm, or one path for a joint "
+                  "vocabulary, got ",
+                  vocabs.size(), " paths"));
     t.src_vocab = vocabs.front();
     t.tgt_vocab = vocabs.back();
   }
@@ -55,7 +109,7 @@ int train(const Options& options) {
   t.model = options.model_config();
 
   t.max_tokens = options.integer("max-tokens");
-  t.max_sentences = options.integer("max-sentences");
+  t.max_sentences = options.integer("mini-batch");
   t.maxi_batch = options.integer("maxi-batch");
   t.lr.schedule = options.text("lr-schedule");
   t.lr.lr = options.number("learn-rate");
@@ -72,22 +126,19 @@ int train(const Options& options) {
   t.valid_metrics = options.list("valid-metrics");
   t.early_stopping = options.integer("early-stopping");
   t.beam_size = static_cast<int>(options.integer("beam-size"));
+  t.normalize = static_cast<float>(options.number("normalize"));
+  t.keep_last = options.integer("keep-last");
   t.valid_max_tokens = t.max_tokens;
 
   t.seed = static_cast<uint64_t>(options.integer("seed"));
   t.quiet = options.log_level() == tx::app::LogLevel::quiet;
   t.handle_signals = true;
 
-  tx::register_builtin_backends();
-  tx::BackendOptions bo;
-  bo.threads = static_cast<int>(options.integer("cpu-threads"));
-  std::unique_ptr<tx::Backend> be = tx::create_backend(options.text("device"), bo);
-
+  std::unique_ptr<tx::Backend> be = backend_of(options);
   tx::train::Trainer trainer(*be, t);
   const tx::train::TrainerResult r = trainer.run();
   tx::app::detail(options, "updates: ", r.updates, ", epochs: ", r.epochs,
-                  r.early_stopped ? ", stopped early" : "",
-                  r.interrupted ? ", interrupted" : "");
+                  r.early_stopped ? ", stopped early" : "", r.interrupted ? ", interrupted" : "");
   return 0;
 }
 

@@ -1,9 +1,12 @@
 // tx-translate: translates stdin (or --input) to stdout with beam search, one output line per
 // input line in input order. The work is decode::Translator; this file is the command line.
+#include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "common/app_log.h"
 #include "common/command_line.h"
@@ -14,6 +17,20 @@ namespace {
 
 using tx::app::Options;
 
+// Lines of a file (a last line without '\n' counts), or 0 when it cannot be read.
+int64_t count_lines(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  int64_t lines = 0;
+  char last = '\n';
+  std::vector<char> buf(1 << 16);
+  while (f.read(buf.data(), buf.size()) || f.gcount() > 0) {
+    const std::streamsize n = f.gcount();
+    lines += std::count(buf.data(), buf.data() + n, '\n');
+    last = buf[n - 1];
+  }
+  return lines + (last != '\n');
+}
+
 tx::decode::TranslatorOptions translator_options(const Options& o) {
   tx::decode::TranslatorOptions t;
   t.search.beam_size = static_cast<int>(o.integer("beam-size"));
@@ -23,7 +40,7 @@ tx::decode::TranslatorOptions translator_options(const Options& o) {
   t.search.max_length_b = static_cast<int>(o.integer("max-length-b"));
   t.batching.max_tokens = o.integer("max-tokens");
   t.batching.max_sentences = o.integer("mini-batch");
-  t.batching.window = o.integer("window");
+  t.batching.maxi_batch = o.integer("maxi-batch");
   try {
     t.search.validate();
   } catch (const tx::Error& e) {  // e.g. --n-best above --beam-size: the caller's mistake
@@ -47,8 +64,25 @@ int translate(const Options& options) {
                               "'; check the path, or leave out --input to read stdin"));
   }
   std::istream& in = input == "-" ? std::cin : file;
+  // The progress display (terminals only): lines done and their rate, with an ETA when the
+  // input is a file whose lines can be counted first.
+  std::function<void(int64_t)> on_batch;
+  if (tx::stderr_is_terminal() && options.log_level() != tx::app::LogLevel::quiet) {
+    const int64_t total = input == "-" ? 0 : count_lines(input);
+    on_batch = [start, total](int64_t done) {
+      const double secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double rate = done / std::max(secs, 1e-9);
+      std::string text = tx::str(done, total > 0 ? tx::str(" / ", total) : "",
+                                 " lines : ", static_cast<int64_t>(rate), " lines/s");
+      if (total > 0 && rate > 0)
+        text += tx::str(" : ETA ", static_cast<int64_t>((total - done) / rate), "s");
+      tx::progress(text);
+    };
+  }
   const int64_t lines =
-      translator.translate_stream(in, std::cout, input == "-" ? "<stdin>" : input);
+      translator.translate_stream(in, std::cout, input == "-" ? "<stdin>" : input, on_batch);
+  tx::progress_done();
   std::cout.flush();
   if (!std::cout) throw tx::Error("writing the translations to stdout failed");
   const double seconds =

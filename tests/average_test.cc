@@ -2,12 +2,11 @@
 // computations, every mismatch named, atomic output, and the command line's exit codes.
 #include "train/average.h"
 
-#include <sys/wait.h>
-
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
+#include "support/programs.h"
 #include "train/checkpoint.h"
 #include "train_tiny.h"
 
@@ -56,21 +55,11 @@ std::string average_error(const std::vector<std::string>& inputs, const std::str
   return "";
 }
 
-struct Run {
-  int status = -1;
-  std::string out, err;
-};
+using tx::test::Run;
 
 // Runs tx-average with `args` (shell words), capturing its exit code, stdout and stderr.
 Run tx_average(const TempDir& dir, const std::string& args) {
-  const std::string cmd = std::string(TX_AVERAGE_BIN) + " " + args + " >" + dir.file("stdout") +
-                          " 2>" + dir.file("stderr");
-  Run r;
-  int raw = std::system(cmd.c_str());
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.out = tx::test::slurp(dir.file("stdout"));
-  r.err = tx::test::slurp(dir.file("stderr"));
-  return r;
+  return tx::test::run_program(dir, TX_AVERAGE_BIN, args);
 }
 
 }  // namespace
@@ -218,6 +207,11 @@ TEST_CASE("average: tx-average errors are one line on stderr with a non-zero exi
   CHECK(none.status == 2);
   one_error_line(none);
   CHECK_THAT(none.err, Contains("--output is required"));
+
+  Run no_inputs = tx_average(dir, "-o " + dir.file("x.safetensors"));
+  CHECK(no_inputs.status == 2);
+  one_error_line(no_inputs);
+  CHECK_THAT(no_inputs.err, Contains("give the checkpoints to average") && Contains("--last N"));
 
   Run flag = tx_average(dir, "--bogus");
   CHECK(flag.status == 2);

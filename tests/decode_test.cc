@@ -400,7 +400,7 @@ TEST_CASE("decode translator: one output per input line in input order, n-best i
   tx::decode::TranslatorOptions o;
   o.search.beam_size = 3;
   o.batching.max_tokens = 12;
-  o.batching.window = 4;
+  o.batching.maxi_batch = 1;
 
   SECTION("1-best: one line each, empty lines stay empty, as translate_lines") {
     tx::decode::Translator tr(*t.be, t.model->model, *t.vocab, *t.vocab, o);

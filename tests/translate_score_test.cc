@@ -1,8 +1,6 @@
 // The tx-translate and tx-score programs, run as real processes on a tiny random model and a
 // vocabulary trained on the fly: line structure and agreement with the library (Translator,
 // corpus_bleu/corpus_chrf, a teacher-forced forward), and the exit codes of their errors.
-#include <sys/wait.h>
-
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <fstream>
@@ -20,6 +18,7 @@
 #include "metrics/read_lines.h"
 #include "nn/transformer.h"
 #include "support/backends.h"
+#include "support/programs.h"
 #include "train/checkpoint.h"
 #include "train_tiny.h"
 
@@ -103,22 +102,10 @@ struct Fixture {
   tx::nn::Transformer model;
 };
 
-struct Run {
-  int status = -1;
-  std::string out, err;
-};
+using tx::test::Run;
 
-// Runs `program` with `args` (shell words, redirections allowed), capturing exit code, stdout
-// and stderr.
 Run run(const TempDir& dir, const std::string& program, const std::string& args) {
-  const std::string cmd =
-      program + " " + args + " >" + dir.file("stdout") + " 2>" + dir.file("stderr");
-  Run r;
-  const int raw = std::system(cmd.c_str());
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.out = tx::test::slurp(dir.file("stdout"));
-  r.err = tx::test::slurp(dir.file("stderr"));
-  return r;
+  return tx::test::run_program(dir, program, args);
 }
 
 bool one_line(const std::string& text) {
@@ -176,9 +163,9 @@ TEST_CASE("tx-translate: one line per input line in input order, as the library 
   o.search.beam_size = 3;
   o.search.length_penalty = 0.6f;
   o.batching.max_tokens = 12;
-  o.batching.window = 4;
+  o.batching.maxi_batch = 1;
   const std::string flags =
-      f.model_args() + " --beam-size 3 --normalize 0.6 --max-tokens 12 --window 4 --quiet";
+      f.model_args() + " --beam-size 3 --normalize 0.6 --max-tokens 12 --maxi-batch 1 --quiet";
 
   SECTION("1-best: exactly the library's output, empty lines kept") {
     Run r = run(f.dir, TX_TRANSLATE_BIN, flags + " < " + f.dir.file("in.txt"));

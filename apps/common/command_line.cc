@@ -84,9 +84,10 @@ ParseResult parse_command_line(Program program, const std::string& description, 
     slot.option = add(app, slot);
     slot.option->group(s->group);
     // CLI11 only shows the default in --help; resolve_options applies it.
-    if (!s->default_value.is_null())
-      slot.option->default_str(s->default_value.is_string() ? s->default_value.get<std::string>()
-                                                            : s->default_value.dump());
+    const json& fallback = s->default_for(program);
+    if (!fallback.is_null())
+      slot.option->default_str(fallback.is_string() ? fallback.get<std::string>()
+                                                    : fallback.dump());
   }
 
   try {

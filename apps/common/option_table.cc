@@ -126,8 +126,8 @@ std::vector<OptionSpec> make_registry() {
   };
   OptionSpec model = option("model", OptionType::text, nullptr,
                             "Model file (.safetensors) to run; its config is in the file "
-                            "(tx-train: the model directory)",
-                            kTranslate | kScore | kTrain, model_files);
+                            "(tx-train, and tx-average with --last: the model directory)",
+                            kTranslate | kScore | kTrain | kAverage, model_files);
   model.short_name = "m";
   model.required = kTranslate;  // tx-train checks its own (its tests parse without)
   t.push_back(model);
@@ -150,11 +150,15 @@ std::vector<OptionSpec> make_registry() {
                      "Hypotheses per line (<= --beam-size); above 1 prints Marian's n-best "
                      "format 'i ||| text ||| F0= log-prob ||| score'",
                      kTranslate, search, positive));
-  OptionSpec normalize = option("normalize", OptionType::number, 0.0,
+  // 1 for search (fairseq's and CTranslate2's default: without it beam search favours short
+  // outputs); tx-score reports the plain log-prob unless asked, as marian-scorer does.
+  OptionSpec normalize = option("normalize", OptionType::number, 1.0,
                                 "Length normalisation: score = log-prob / length^ALPHA (length "
-                                "counts eos); 0 is the plain log-prob",
-                                kTranslate | kScore, search, at_least_zero);
+                                "counts eos); 0 is the plain log-prob. tx-train uses it for "
+                                "validation BLEU",
+                                kTranslate | kScore | kTrain, search, at_least_zero);
   normalize.short_name = "n";
+  normalize.program_defaults = {{kScore, 0.0}};
   t.push_back(normalize);
   t.push_back(option("max-length-factor", OptionType::number, 1.5,
                      "Output tokens at most factor * source tokens + --max-length-b", kTranslate,
@@ -163,16 +167,17 @@ std::vector<OptionSpec> make_registry() {
                      "Output tokens added to --max-length-factor * source tokens", kTranslate,
                      search, non_negative));
   t.push_back(option("max-tokens", OptionType::integer, 4096,
-                     "Padded tokens per batch (rows * longest row); a longer line gets a batch "
-                     "of its own",
+                     "Padded tokens per batch: rows * the longest sequence the batch reads "
+                     "(source or target; translation reads only the source)",
                      kTranslate | kScore | kTrain, batching, positive));
   t.push_back(option("mini-batch", OptionType::integer, 0,
                      "Sentences per batch at most; 0 = no cap beyond --max-tokens",
-                     kTranslate | kScore, batching, non_negative));
-  t.push_back(option("window", OptionType::integer, 1000,
-                     "Input lines read and sorted by length together; 1 = each line is "
-                     "written as soon as it is translated",
-                     kTranslate, batching, positive));
+                     kTranslate | kScore | kTrain, batching, non_negative));
+  t.push_back(option("maxi-batch", OptionType::integer, 100,
+                     "Batches' worth of sentences read and sorted by length together; "
+                     "0 = the whole input (training). Translation with --maxi-batch 1 "
+                     "--mini-batch 1 writes each line as soon as it is read",
+                     kTrain | kTranslate, batching, non_negative));
   t.push_back(option("metrics", OptionType::list, json::array({"bleu"}),
                      "Metrics without a model: bleu, chrf, chrf++ (comma- or space-separated)",
                      kScore, metrics));
@@ -212,21 +217,15 @@ std::vector<OptionSpec> make_registry() {
                      kScore, scoring));
 
   // tx-train (it shares model, vocabs, max-tokens and beam-size with the rows above).
-  const std::string train_data = "Training data", training = "Training",
-                    validation = "Validation";
+  const std::string train_data = "Training data", training = "Training", validation = "Validation";
   t.push_back(option("train-sets", OptionType::list, nullptr,
-                     "Training corpus: SRC TGT (one sentence per line, aligned); required",
-                     kTrain, train_data));
+                     "Training corpus: SRC TGT (one sentence per line, aligned); required", kTrain,
+                     train_data));
   t.push_back(option("valid-sets", OptionType::list, nullptr,
                      "Validation corpus: SRC TGT (none: no validation)", kTrain, train_data));
   t.push_back(option("dim-vocabs", OptionType::integer, 32000,
                      "Pieces of each vocabulary trained on the fly (fewer on a small corpus)",
                      kTrain, train_data, positive));
-  t.push_back(option("max-sentences", OptionType::integer, 0,
-                     "Sentences per batch at most; 0 = no cap", kTrain, train_data, non_negative));
-  t.push_back(option("maxi-batch", OptionType::integer, 100,
-                     "Batches' worth of sentences sorted by length together; 0 = whole corpus",
-                     kTrain, train_data, non_negative));
   t.push_back(option("lr-schedule", OptionType::text, "transformer",
                      "Learning-rate schedule: transformer (the paper's), inverse-sqrt "
                      "(fairseq's) or constant",
@@ -239,11 +238,10 @@ std::vector<OptionSpec> make_registry() {
   t.push_back(option("lr-factor", OptionType::number, 1.0,
                      "transformer: multiplies d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)",
                      kTrain, training, positive));
-  t.push_back(option("clip-norm", OptionType::number, 0.0,
-                     "Clip the global gradient norm to this; 0 = no clipping", kTrain, training,
-                     [](const json& v) {
-                       return v.get<double>() >= 0 ? "" : "must be 0 or more";
-                     }));
+  t.push_back(
+      option("clip-norm", OptionType::number, 0.0,
+             "Clip the global gradient norm to this; 0 = no clipping", kTrain, training,
+             [](const json& v) { return v.get<double>() >= 0 ? "" : "must be 0 or more"; }));
   t.push_back(option("optimizer-delay", OptionType::integer, 1,
                      "Batches whose gradients are summed per update", kTrain, training, positive));
   t.push_back(option("after-epochs", OptionType::integer, 0,
@@ -252,13 +250,21 @@ std::vector<OptionSpec> make_registry() {
                      "Stop after this many updates in all (a resumed run counts earlier ones); "
                      "0 = no limit",
                      kTrain, training, non_negative));
-  t.push_back(option("disp-freq", OptionType::integer, 1000, "Log every this many updates",
-                     kTrain, training, positive));
+  t.push_back(option("disp-freq", OptionType::integer, 1000, "Log every this many updates", kTrain,
+                     training, positive));
   t.push_back(option("save-freq", OptionType::integer, 10000,
                      "Save the checkpoint and model every this many updates (and at the end)",
                      kTrain, training, positive));
-  t.push_back(option("valid-freq", OptionType::integer, 10000,
-                     "Validate every this many updates", kTrain, validation, positive));
+  t.push_back(option("keep-last", OptionType::integer, 0,
+                     "Also write model.u<update>.safetensors at every save and keep the newest "
+                     "N of them (for tx-average --last); 0 = none",
+                     kTrain, training, non_negative));
+  t.push_back(option("dry-run", OptionType::flag, false,
+                     "Build the model from the options (vocabularies of --dim-vocabs pieces), "
+                     "print its parameter counts and exit; reads no data",
+                     kTrain, training));
+  t.push_back(option("valid-freq", OptionType::integer, 10000, "Validate every this many updates",
+                     kTrain, validation, positive));
   t.push_back(option("valid-metrics", OptionType::list, json::array({"cross-entropy"}),
                      "Validation metrics: cross-entropy, perplexity, bleu; the first drives "
                      "early stopping",
@@ -268,8 +274,7 @@ std::vector<OptionSpec> make_registry() {
                          if (s != "cross-entropy" && s != "perplexity" && s != "bleu")
                            return "'" + s + "' is not one of cross-entropy, perplexity, bleu";
                        }
-                       return v.empty() ? std::string("needs at least one metric")
-                                        : std::string();
+                       return v.empty() ? std::string("needs at least one metric") : std::string();
                      }));
   t.push_back(option("early-stopping", OptionType::integer, 10,
                      "Stop after this many validations without a new best; 0 = never", kTrain,
@@ -283,8 +288,11 @@ std::vector<OptionSpec> make_registry() {
   OptionSpec inputs = option("inputs", OptionType::list, nullptr,
                              "Checkpoints to average (also as bare arguments)", kAverage, average);
   inputs.positional = true;
-  inputs.required = kAverage;
   t.push_back(inputs);
+  t.push_back(option("last", OptionType::integer, 0,
+                     "Average the newest N model.u<update>.safetensors of the model directory "
+                     "-m DIR (written by tx-train --keep-last) instead of --inputs",
+                     kAverage, average, non_negative));
   return t;
 }
 

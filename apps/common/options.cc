@@ -74,7 +74,7 @@ std::vector<const OptionSpec*> options_of(Program program) {
 
 Options::Options(Program program) : program_(program) {
   for (const OptionSpec* s : options_of(program))
-    if (!s->default_value.is_null()) values_[s->name] = s->default_value;
+    if (!s->default_for(program).is_null()) values_[s->name] = s->default_for(program);
 }
 
 const OptionSpec& Options::spec(const std::string& name) const {

@@ -17,6 +17,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -59,6 +60,15 @@ struct OptionSpec {
   std::string model_key;
   // Returns why `value` (already of the right type) is invalid, or "" when it is fine.
   std::function<std::string(const nlohmann::json&)> check;
+  // Program bits whose default differs from default_value (one meaning, another job: tx-score
+  // reports plain log-probs where search ranks by normalised scores).
+  std::vector<std::pair<unsigned, nlohmann::json>> program_defaults;
+
+  const nlohmann::json& default_for(Program program) const {
+    for (const auto& [programs, value] : program_defaults)
+      if (programs & program) return value;
+    return default_value;
+  }
 };
 
 // The whole table, in --help order.

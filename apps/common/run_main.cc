@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "common/command_line.h"
+#include "core/log.h"
 
 namespace tx::app {
 
@@ -20,6 +21,7 @@ int run_main(Program program, const std::string& description, int argc, char** a
     std::fprintf(stderr, "%s: error: %s\n", name, e.what());
     return 2;
   } catch (const std::exception& e) {  // tx::Error, and std::bad_alloc and the like
+    progress_done();  // an error line must not land after a half-drawn progress line
     std::fprintf(stderr, "%s: error: %s\n", name, e.what());
     return 1;
   }

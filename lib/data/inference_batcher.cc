@@ -9,8 +9,8 @@ namespace {
 
 void check(const InferenceBatcherOptions& options) {
   TX_CHECK(options.max_tokens > 0, "--max-tokens must be > 0 (e.g. 4096)");
-  TX_CHECK(options.max_sentences >= 0, "--max-sentences must be >= 0 (0: no cap)");
-  TX_CHECK(options.window > 0, "the translation window must be >= 1 line");
+  TX_CHECK(options.max_sentences >= 0, "--mini-batch must be >= 0 (0: no cap)");
+  TX_CHECK(options.maxi_batch >= 0, "--maxi-batch must be >= 0 (0: the whole input)");
 }
 
 }  // namespace
@@ -61,8 +61,17 @@ bool InferenceBatcher::next(SourceBatch& batch) {
     int64_t first = reader_.line_number();
     std::vector<std::vector<int32_t>> lines;
     std::string line;
-    while (static_cast<int64_t>(lines.size()) < options_.window && reader_.next(line)) {
+    const int64_t m = options_.maxi_batch;
+    int64_t tokens = 0;
+    // Stop before reading a line the window does not need: on a pipe that read would block.
+    auto full = [&] {
+      const auto count = static_cast<int64_t>(lines.size());
+      return m > 0 && (tokens >= m * options_.max_tokens ||
+                       (options_.max_sentences > 0 && count >= m * options_.max_sentences));
+    };
+    while (!full() && reader_.next(line)) {
       lines.push_back(vocab_.encode(line));  // LineReader has checked the UTF-8
+      tokens += source_row_length(static_cast<int64_t>(lines.back().size()));
     }
     if (lines.empty()) return false;
     window_ = make_source_batches(lines, first, options_);

@@ -21,9 +21,12 @@ struct InferenceBatcherOptions {
   // batch of its own: translation never refuses a line.
   int64_t max_tokens = 4096;
   int64_t max_sentences = 0;  // rows per batch at most (0: no cap)
-  // Lines read and sorted together. Output for a line appears once its window is translated,
-  // so interactive use (one line in, one line out) wants 1.
-  int64_t window = 1000;
+  // Lines read and sorted together: about this many batches' worth (lines until their source
+  // tokens reach maxi_batch * max_tokens, or maxi_batch * max_sentences lines when that is
+  // set), as training's Batcher counts its window; 0: the whole input. Output for a line
+  // appears once its window is translated, so interactive use (one line in, one line out)
+  // wants maxi_batch 1 with max_sentences 1.
+  int64_t maxi_batch = 100;
 };
 
 // The batches of encoded `lines` (ids without eos), longest first, row r of the whole tagged

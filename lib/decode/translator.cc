@@ -52,14 +52,18 @@ std::string Translator::format(int64_t index, const NBest& nbest) const {
   return s.str();
 }
 
-int64_t Translator::translate_stream(std::istream& in, std::ostream& out, const std::string& name) {
+int64_t Translator::translate_stream(std::istream& in, std::ostream& out, const std::string& name,
+                                     const std::function<void(int64_t)>& on_batch) {
   data::InferenceBatcher batcher(in, name, src_vocab_, options_.batching);
   data::OrderedOutput output(out);
   data::SourceBatch batch;
+  int64_t done = 0;
   while (batcher.next(batch)) {
     std::vector<NBest> results = translate_batch(batch);
     for (int64_t r = 0; r < batch.size; ++r)
       output.put(batch.indices[r], format(batch.indices[r], results[r]));
+    done += batch.size;
+    if (on_batch) on_batch(done);
   }
   output.finish(batcher.lines_read());
   return batcher.lines_read();

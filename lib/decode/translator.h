@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <istream>
 #include <ostream>
 #include <string>
@@ -35,8 +36,9 @@ class Translator {
 
   // Translates every line of `in` (named `name` in errors) to `out`, as described above;
   // returns the number of lines. Output for a line appears once its window is translated.
-  int64_t translate_stream(std::istream& in, std::ostream& out,
-                           const std::string& name = "<stdin>");
+  // `on_batch`, when given, is called after each batch with the lines translated so far.
+  int64_t translate_stream(std::istream& in, std::ostream& out, const std::string& name = "<stdin>",
+                           const std::function<void(int64_t lines_done)>& on_batch = nullptr);
 
   // The best translation of each line, in order (validation BLEU). Throws tx::Error naming
   // the line for invalid UTF-8.

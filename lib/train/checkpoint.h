@@ -37,6 +37,8 @@ constexpr const char* kOptimizerKey = "tx.optimizer";
 constexpr const char* kTrainingStateKey = "tx.training_state";
 constexpr const char* kAdamMPrefix = "adam.m.";
 constexpr const char* kAdamVPrefix = "adam.v.";
+// Metadata of the model files tx-train writes: the update their weights are from.
+constexpr const char* kUpdateKey = "update";
 
 // Writes the parameters and the config. `extra` adds metadata entries (e.g. the options the
 // model was trained with); "tx." keys are reserved.

@@ -66,12 +66,14 @@ AdamStepInfo Adam::step(float lr, float grad_scale) {
   check_params();
   AdamStepInfo info;
   info.applied_scale = grad_scale;
+  // The norm is measured even without clipping: an overflowed or NaN gradient must skip the
+  // update rather than poison every weight (one reduction per parameter, one download).
+  info.grad_norm = grad_norm(grad_scale);
+  if (!std::isfinite(info.grad_norm)) {
+    info.skipped = true;
+    return info;
+  }
   if (options_.clip_norm > 0) {
-    info.grad_norm = grad_norm(grad_scale);
-    if (!std::isfinite(info.grad_norm)) {
-      info.skipped = true;
-      return info;
-    }
     if (info.grad_norm > options_.clip_norm) {
       info.clipped = true;
       info.applied_scale =

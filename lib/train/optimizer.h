@@ -3,7 +3,8 @@
 // Per parameter it keeps the first and second moment estimates (m, v) as device tensors and
 // calls Backend::adam_update once per parameter per step. Clipping and loss normalisation do
 // not touch the gradients: both fold into adam_update's grad_scale, so a step reads each
-// gradient once for the norm (only when clipping) and once for the update.
+// gradient twice: once for the norm (always: a non-finite norm skips the update, clipping or
+// not) and once for the update.
 #pragma once
 
 #include <cstdint>
@@ -26,9 +27,8 @@ struct AdamOptions {
 
 // What one step did, for the training log.
 struct AdamStepInfo {
-  // The global L2 norm of the gradients after `grad_scale` and before clipping; -1 when not
-  // measured (no clipping, so no norm was needed).
-  double grad_norm = -1;
+  // The global L2 norm of the gradients after `grad_scale` and before clipping.
+  double grad_norm = 0;
   float applied_scale = 1;  // grad_scale times the clipping factor: what adam_update used
   bool clipped = false;
   // The norm was inf or NaN: nothing was updated and the step count did not advance.

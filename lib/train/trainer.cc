@@ -34,7 +34,9 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 volatile std::sig_atomic_t g_stop_signal = 0;
-extern "C" void on_stop_signal(int signal) { g_stop_signal = signal; }
+extern "C" void on_stop_signal(int signal) {
+  g_stop_signal = signal;
+}
 
 // Installs the SIGINT/SIGTERM handlers for the scope of a run and puts the old ones back.
 class StopSignals {
@@ -73,6 +75,19 @@ std::string grouped(int64_t n) {
 std::string fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+// "1h02m", "4m05s", "12s".
+std::string duration_text(double seconds) {
+  const auto s = static_cast<int64_t>(std::max(0.0, seconds));
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", (long long)(s / 3600), (long long)(s / 60 % 60));
+  else if (s >= 60)
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", (long long)(s / 60), (long long)(s % 60));
+  else
+    std::snprintf(buf, sizeof buf, "%llds", (long long)s);
   return buf;
 }
 
@@ -130,6 +145,28 @@ std::string Trainer::model_path(const std::string& model_dir) {
 std::string Trainer::log_path(const std::string& model_dir) {
   return (fs::path(model_dir) / "train.log.jsonl").string();
 }
+std::string Trainer::snapshot_path(const std::string& model_dir, int64_t update) {
+  return (fs::path(model_dir) / ("model.u" + std::to_string(update) + ".safetensors")).string();
+}
+
+std::vector<std::pair<int64_t, std::string>> Trainer::snapshots(const std::string& model_dir) {
+  const std::string prefix = "model.u", suffix = ".safetensors";
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(model_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix))
+      continue;
+    const std::string digits =
+        name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    found.emplace_back(std::stoll(digits), e.path().string());
+  }
+  TX_CHECK(!ec, "cannot list the model directory '", model_dir, "': ", ec.message());
+  std::sort(found.begin(), found.end());
+  return found;
+}
 
 Trainer::Trainer(Backend& be, TrainerOptions options) : be_(be), options_(std::move(options)) {}
 
@@ -146,25 +183,29 @@ TrainerResult Trainer::run() {
   if (validate) {
     require_file(o.valid_src, "validation source file (--valid-sets)");
     require_file(o.valid_tgt, "validation target file (--valid-sets)");
-    TX_CHECK(!o.valid_metrics.empty(), "--valid-metrics is empty; give cross-entropy, "
-                                       "perplexity or bleu");
+    TX_CHECK(!o.valid_metrics.empty(),
+             "--valid-metrics is empty; give cross-entropy, "
+             "perplexity or bleu");
     for (const std::string& m : o.valid_metrics)
-      TX_CHECK(m == "cross-entropy" || m == "perplexity" || m == "bleu", "unknown validation "
-               "metric '", m, "'; use cross-entropy, perplexity or bleu");
+      TX_CHECK(m == "cross-entropy" || m == "perplexity" || m == "bleu",
+               "unknown validation "
+               "metric '",
+               m, "'; use cross-entropy, perplexity or bleu");
   }
   TX_CHECK(o.optimizer_delay >= 1, "--optimizer-delay must be 1 or more");
   TX_CHECK(o.disp_freq >= 1 && o.save_freq >= 1 && o.valid_freq >= 1,
            "--disp-freq, --save-freq and --valid-freq must be 1 or more");
   std::error_code ec;
   fs::create_directories(o.model_dir, ec);
-  TX_CHECK(fs::is_directory(o.model_dir), "cannot create the model directory '", o.model_dir,
-           "'", ec ? ": " + ec.message() : std::string(), "; check the path and permissions");
+  TX_CHECK(fs::is_directory(o.model_dir), "cannot create the model directory '", o.model_dir, "'",
+           ec ? ": " + ec.message() : std::string(), "; check the path and permissions");
 
   // ---- vocabularies ----------------------------------------------------------------------------
   std::string src_vocab_path = o.src_vocab, tgt_vocab_path = o.tgt_vocab;
   if (src_vocab_path.empty() != tgt_vocab_path.empty())
-    throw Error("give both vocabularies (--vocabs SRC.spm TGT.spm), or one path twice for a "
-                "joint one");
+    throw Error(
+        "give both vocabularies (--vocabs SRC.spm TGT.spm), or one path twice for a "
+        "joint one");
   if (src_vocab_path.empty()) {
     const bool joint = o.model.tied_embeddings == io::TiedEmbeddings::all;
     const fs::path dir(o.model_dir);
@@ -174,8 +215,8 @@ TrainerResult Trainer::run() {
   const bool joint_vocab = src_vocab_path == tgt_vocab_path;
   std::unique_ptr<data::Vocab> src_vocab, tgt_vocab_own;
   if (joint_vocab) {
-    src_vocab = std::make_unique<data::Vocab>(
-        vocab_at(src_vocab_path, {o.train_src, o.train_tgt}, o));
+    src_vocab =
+        std::make_unique<data::Vocab>(vocab_at(src_vocab_path, {o.train_src, o.train_tgt}, o));
   } else {
     src_vocab = std::make_unique<data::Vocab>(vocab_at(src_vocab_path, {o.train_src}, o));
     tgt_vocab_own = std::make_unique<data::Vocab>(vocab_at(tgt_vocab_path, {o.train_tgt}, o));
@@ -206,12 +247,11 @@ TrainerResult Trainer::run() {
 
   data::ParallelCorpus valid_corpus;
   std::vector<std::string> valid_src_lines, valid_refs;
-  const bool want_bleu =
-      validate && std::find(o.valid_metrics.begin(), o.valid_metrics.end(), "bleu") !=
-                      o.valid_metrics.end();
+  const bool want_bleu = validate && std::find(o.valid_metrics.begin(), o.valid_metrics.end(),
+                                               "bleu") != o.valid_metrics.end();
   if (validate) {
-    valid_corpus = data::load_parallel_corpus(o.valid_src, o.valid_tgt, *src_vocab, tgt_vocab,
-                                              corpus_options);
+    valid_corpus =
+        data::load_parallel_corpus(o.valid_src, o.valid_tgt, *src_vocab, tgt_vocab, corpus_options);
     TX_CHECK(valid_corpus.size() > 0, "validation files '", o.valid_src, "' and '", o.valid_tgt,
              "' hold no usable sentence pair; give a non-empty validation set");
     if (want_bleu) {
@@ -232,7 +272,7 @@ TrainerResult Trainer::run() {
 
   TrainingState state;
   state.rng_seed = o.seed ^ 0x9E3779B97F4A7C15ull;  // dropout: a stream apart from the init's
-  int64_t epoch_sentences = 0;                       // "Sen." counts within the epoch
+  int64_t epoch_sentences = 0;                      // "Sen." counts within the epoch
   TrainerResult result;
   const std::string ckpt = checkpoint_path(o.model_dir);
   if (fs::exists(ckpt, ec)) {
@@ -255,7 +295,8 @@ TrainerResult Trainer::run() {
         schedule.describe(), "; device ", be_.name());
 
   std::ofstream json_log(log_path(o.model_dir), std::ios::app);
-  TX_CHECK(json_log, "cannot open '", log_path(o.model_dir), "' for appending; check the "
+  TX_CHECK(json_log, "cannot open '", log_path(o.model_dir),
+           "' for appending; check the "
            "model directory's permissions");
   auto write_json = [&](const nlohmann::json& j) {
     json_log << j.dump() << '\n';
@@ -263,6 +304,17 @@ TrainerResult Trainer::run() {
     TX_CHECK(json_log, "writing '", log_path(o.model_dir), "' failed (disk full?)");
   };
 
+  // The model files of the weights as they are now: model.safetensors, and the snapshot
+  // --keep-last keeps (older ones beyond the newest keep_last removed). Each names its update.
+  auto save_models = [&]() {
+    const std::map<std::string, std::string> meta = {{kUpdateKey, std::to_string(state.update)}};
+    save_model(model_path(o.model_dir), be_, config, params, meta);
+    if (o.keep_last <= 0) return;
+    save_model(snapshot_path(o.model_dir, state.update), be_, config, params, meta);
+    std::vector<std::pair<int64_t, std::string>> old = snapshots(o.model_dir);
+    for (size_t i = 0; i + size_t(o.keep_last) < old.size(); ++i) fs::remove(old[i].second, ec);
+  };
+  // The checkpoint first: it is the truth a resume starts from (see trainer.h).
   auto save = [&]() {
     const data::BatchPosition pos = batcher.position();
     state.epoch = pos.epoch;
@@ -270,8 +322,27 @@ TrainerResult Trainer::run() {
     state.rng_counter = graph.rng().counter();
     state.early_stopping = stopper.state();
     save_checkpoint(ckpt, be_, config, params, adam, state);
-    save_model(model_path(o.model_dir), be_, config, params);
+    save_models();
   };
+  // After a crash between the checkpoint's rename and the model's, model.safetensors is one
+  // save behind the checkpoint: put the checkpoint's weights there before going on.
+  if (result.resumed) {
+    std::string model_update;
+    try {
+      const auto meta = read_checkpoint_metadata(model_path(o.model_dir));
+      auto it = meta.find(kUpdateKey);
+      if (it != meta.end()) model_update = it->second;
+    } catch (const Error&) {  // missing or unreadable: rewritten below
+    }
+    const bool snapshot_missing =
+        o.keep_last > 0 && !fs::exists(snapshot_path(o.model_dir, state.update), ec);
+    if (model_update != std::to_string(state.update) || snapshot_missing) {
+      if (!o.quiet)
+        log(model_path(o.model_dir), " is not the checkpoint's update ", state.update,
+            "; writing the checkpoint's weights there");
+      save_models();
+    }
+  }
 
   auto run_validation = [&]() {
     Validation v;
@@ -300,10 +371,11 @@ TrainerResult Trainer::run() {
     if (want_bleu) {
       decode::TranslatorOptions to;
       to.search.beam_size = o.beam_size;
+      to.search.length_penalty = o.normalize;
       to.batching.max_tokens = o.valid_max_tokens;
       decode::Translator translator(be_, model, *src_vocab, tgt_vocab, to);
-      v.bleu = metrics::corpus_bleu(translator.translate_lines(valid_src_lines), {valid_refs})
-                   .score;
+      v.bleu =
+          metrics::corpus_bleu(translator.translate_lines(valid_src_lines), {valid_refs}).score;
     }
     return v;
   };
@@ -328,7 +400,7 @@ TrainerResult Trainer::run() {
   };
 
   double span_cost = 0;
-  int64_t span_tokens = 0, span_words = 0;
+  int64_t span_tokens = 0, span_words = 0, span_updates = 0;
   auto span_start = Clock::now();
   double lr = 0;
   bool done = false;
@@ -344,9 +416,9 @@ TrainerResult Trainer::run() {
       Var logits = model.forward(graph, be_.upload(batch.src, {batch.size, batch.src_len}),
                                  be_.upload(batch.src_lengths, {batch.size}),
                                  be_.upload(batch.tgt_in, {batch.size, batch.tgt_len}));
-      Var loss = nn::label_smoothed_loss(
-          graph, logits, be_.upload(batch.tgt_out, {batch.size, batch.tgt_len}),
-          config.label_smoothing, data::Vocab::kPadId);
+      Var loss = nn::label_smoothed_loss(graph, logits,
+                                         be_.upload(batch.tgt_out, {batch.size, batch.tgt_len}),
+                                         config.label_smoothing, data::Vocab::kPadId);
       span_cost += be_.download<float>(loss->value)[0];
       graph.backward(loss);
       graph.reset();
@@ -362,8 +434,19 @@ TrainerResult Trainer::run() {
     const AdamStepInfo info = adam.step(float(lr), 1.0f / float(tokens));
     params.zero_grad(be_);
     ++state.update;
+    ++span_updates;
     if (info.skipped && !o.quiet)
       log("update ", grouped(state.update), ": gradient norm is not finite; update skipped");
+    if (!o.quiet && stderr_is_terminal()) {
+      const double secs = std::chrono::duration<double>(Clock::now() - span_start).count();
+      std::string eta;
+      if (o.after_updates > 0 && secs > 0)
+        eta = " : ETA " +
+              duration_text(double(o.after_updates - state.update) * secs / double(span_updates));
+      progress(str("Ep. ", batcher.position().epoch + 1, " : Up. ", grouped(state.update), " : ",
+                   grouped(int64_t(std::llround(span_words / std::max(secs, 1e-9)))), " words/s",
+                   eta));
+    }
 
     if (state.update % o.disp_freq == 0 || done) {
       const double secs = std::chrono::duration<double>(Clock::now() - span_start).count();
@@ -372,15 +455,20 @@ TrainerResult Trainer::run() {
       const double wps = secs > 0 ? double(span_words) / secs : 0;
       if (!o.quiet)
         log("Ep. ", epoch, " : Up. ", grouped(state.update), " : Sen. ", grouped(epoch_sentences),
-            " : Cost ", fixed(cost, 2), " : Time ", fixed(secs, 1), "s : ",
-            grouped(int64_t(std::llround(wps))), " words/s : L.r. ", scientific(lr));
-      write_json({{"type", "train"}, {"epoch", epoch}, {"update", state.update},
-                  {"sentences", epoch_sentences}, {"cost", cost}, {"time_s", secs},
-                  {"words_per_s", wps}, {"lr", lr}});
+            " : Cost ", fixed(cost, 2), " : Time ", fixed(secs, 1),
+            "s : ", grouped(int64_t(std::llround(wps))), " words/s : L.r. ", scientific(lr));
+      write_json({{"type", "train"},
+                  {"epoch", epoch},
+                  {"update", state.update},
+                  {"sentences", epoch_sentences},
+                  {"cost", cost},
+                  {"time_s", secs},
+                  {"words_per_s", wps},
+                  {"lr", lr}});
       result.costs.push_back(cost);
       result.last_cost = cost;
       span_cost = 0;
-      span_tokens = span_words = 0;
+      span_tokens = span_words = span_updates = 0;
       span_start = Clock::now();
     }
 
@@ -389,12 +477,14 @@ TrainerResult Trainer::run() {
       const double score = score_of(v, stopper.metric());
       const bool best = stopper.update(score);
       result.last_valid_ce = v.ce;
-      nlohmann::json j = {{"type", "valid"},     {"update", state.update},
-                          {"cross-entropy", v.ce}, {"perplexity", v.perplexity},
+      nlohmann::json j = {{"type", "valid"},
+                          {"update", state.update},
+                          {"cross-entropy", v.ce},
+                          {"perplexity", v.perplexity},
                           {"stalled", stopper.stalled()}};
-      std::string line = str("Ep. ", batcher.position().epoch + 1, " : Up. ",
-                             grouped(state.update), " : cross-entropy : ", fixed(v.ce, 4),
-                             " : perplexity : ", fixed(v.perplexity, 4));
+      std::string line =
+          str("Ep. ", batcher.position().epoch + 1, " : Up. ", grouped(state.update),
+              " : cross-entropy : ", fixed(v.ce, 4), " : perplexity : ", fixed(v.perplexity, 4));
       if (v.bleu >= 0) {
         j["bleu"] = v.bleu;
         line += " : bleu : " + fixed(v.bleu, 2);
@@ -403,9 +493,9 @@ TrainerResult Trainer::run() {
       if (!o.quiet) log(line);
       write_json(j);
       if (best)
-        save_model((fs::path(o.model_dir) / ("model.best-" + stopper.metric() + ".safetensors"))
-                       .string(),
-                   be_, config, params);
+        save_model(
+            (fs::path(o.model_dir) / ("model.best-" + stopper.metric() + ".safetensors")).string(),
+            be_, config, params);
       if (stopper.should_stop()) {
         if (!o.quiet)
           log("early stopping: ", stopper.metric(), " did not improve in ", stopper.stalled(),
@@ -424,6 +514,7 @@ TrainerResult Trainer::run() {
     }
   }
 
+  progress_done();
   save();
   if (!o.quiet)
     log("training finished at update ", grouped(state.update), "; saved ", ckpt, " and ",

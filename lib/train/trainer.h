@@ -12,14 +12,19 @@
 //   Ep. 1 : Up. 1000 : Sen. 32,000 : Cost 3.12 : Time 41.2s : 9,870 words/s : L.r. 3.1e-04
 // and the same figures as a JSON line to <model_dir>/train.log.jsonl. Every save_freq updates
 // (and at the end) <model_dir>/checkpoint.safetensors (weights, Adam, trainer state: exact
-// resume) and <model_dir>/model.safetensors (weights only) are replaced atomically, so a crash
-// leaves the last good pair intact. Every valid_freq updates the validation set is scored
-// (cross-entropy per target token, perplexity, optionally BLEU) and early stopping consulted.
+// resume) and then <model_dir>/model.safetensors (weights only) are replaced atomically, each
+// naming its update in its metadata ("update"); with keep_last N, model.u<update>.safetensors
+// is written too and the newest N are kept. The checkpoint is the truth: a crash between the
+// renames leaves model.safetensors one save behind, and the next run (a resume) rewrites it
+// from the checkpoint before training, so the two never disagree once the run is going. Every
+// valid_freq updates the validation set is scored (cross-entropy per target token, perplexity,
+// optionally BLEU) and early stopping consulted.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -41,11 +46,11 @@ struct TrainerOptions {
 
   io::ModelConfig model;  // vocabulary sizes are filled in from the vocabularies
 
-  int64_t max_tokens = 4096;  // padded tokens per batch
-  int64_t max_sentences = 0;  // 0: no cap
-  int64_t maxi_batch = 100;   // batches sorted together by length
-  LrOptions lr;               // lr.d_model is taken from the model
-  AdamOptions adam;           // clip_norm among them
+  int64_t max_tokens = 4096;    // padded tokens per batch
+  int64_t max_sentences = 0;    // 0: no cap
+  int64_t maxi_batch = 100;     // batches sorted together by length
+  LrOptions lr;                 // lr.d_model is taken from the model
+  AdamOptions adam;             // clip_norm among them
   int64_t optimizer_delay = 1;  // batches accumulated per update
 
   int64_t after_epochs = 0;   // 0: no limit
@@ -57,6 +62,8 @@ struct TrainerOptions {
   std::vector<std::string> valid_metrics{"cross-entropy"};
   int64_t early_stopping = 10;  // stalled validations before stopping; 0: never
   int beam_size = 6;            // validation BLEU
+  float normalize = 1.0f;       // validation BLEU: tx-translate's --normalize
+  int64_t keep_last = 0;        // model.u<update>.safetensors kept; 0: none written
   int64_t valid_max_tokens = 4096;
 
   uint64_t seed = 1;
@@ -72,8 +79,8 @@ struct TrainerResult {
   int64_t epochs = 0;   // completed
   bool resumed = false;
   bool early_stopped = false;
-  bool interrupted = false;  // by SIGINT/SIGTERM
-  double last_cost = 0;      // label-smoothed loss per target token over the last display span
+  bool interrupted = false;   // by SIGINT/SIGTERM
+  double last_cost = 0;       // label-smoothed loss per target token over the last display span
   std::vector<double> costs;  // the cost of every display span, in order
   double last_valid_ce = 0;   // 0 when never validated
 };
@@ -88,6 +95,10 @@ class Trainer {
   static std::string checkpoint_path(const std::string& model_dir);
   static std::string model_path(const std::string& model_dir);
   static std::string log_path(const std::string& model_dir);
+  // <model_dir>/model.u<update>.safetensors: the snapshots --keep-last keeps.
+  static std::string snapshot_path(const std::string& model_dir, int64_t update);
+  // The snapshots in `model_dir`, oldest first, as (update, path).
+  static std::vector<std::pair<int64_t, std::string>> snapshots(const std::string& model_dir);
 
  private:
   Backend& be_;

@@ -1,0 +1,51 @@
+// Test support: running the real programs (tx-train, tx-translate, tx-score, tx-average) and
+// the tiny reversal corpus their end-to-end tests train on.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "support/files.h"
+
+namespace tx::test {
+
+struct Run {
+  int status = -1;
+  std::string out, err;
+};
+
+// Runs `program` with `args` (shell words, redirections allowed), capturing its exit code,
+// stdout and stderr through files in `dir`.
+inline Run run_program(const TempDir& dir, const std::string& program, const std::string& args) {
+  const std::string cmd =
+      program + " " + args + " >" + dir.file("stdout") + " 2>" + dir.file("stderr");
+  Run r;
+  const int raw = std::system(cmd.c_str());
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.out = slurp(dir.file("stdout"));
+  r.err = slurp(dir.file("stderr"));
+  return r;
+}
+
+// `lines` sentences of 2..5 words from 8 and, on the target side, the same words reversed.
+inline void write_reversal_corpus(const std::string& src, const std::string& tgt, int lines,
+                                  uint64_t seed) {
+  static const char* words[] = {"ab", "cd", "ef", "gh", "ba", "dc", "fe", "hg"};
+  std::mt19937_64 gen(seed);
+  std::ofstream s(src), t(tgt);
+  for (int i = 0; i < lines; ++i) {
+    std::vector<std::string> w(2 + gen() % 4);
+    for (std::string& x : w) x = words[gen() % 8];
+    for (size_t k = 0; k < w.size(); ++k) s << (k ? " " : "") << w[k];
+    for (size_t k = 0; k < w.size(); ++k) t << (k ? " " : "") << w[w.size() - 1 - k];
+    s << '\n';
+    t << '\n';
+  }
+}
+
+}  // namespace tx::test

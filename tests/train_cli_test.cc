@@ -1,0 +1,224 @@
+// tx-train and tx-average through the real binaries: --dry-run parameter counts, --keep-last
+// snapshots averaged by tx-average --last, the model file repaired from the checkpoint after a
+// crash between the two renames, non-finite updates skipped, and the shared option names.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "gradient_check.h"
+#include "support/programs.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+namespace {
+
+using tx::test::Run;
+using tx::test::TempDir;
+namespace fs = std::filesystem;
+
+Run tx_train(const TempDir& dir, const std::string& args) {
+  return tx::test::run_program(dir, TX_TRAIN_BIN, args);
+}
+Run tx_average(const TempDir& dir, const std::string& args) {
+  return tx::test::run_program(dir, TX_AVERAGE_BIN, args);
+}
+
+// The flags of a tiny run on the reversal corpus (written into `dir` on first use).
+std::string tiny_flags(const TempDir& dir, const std::string& model = "m") {
+  if (!fs::exists(dir.file("train.src")))
+    tx::test::write_reversal_corpus(dir.file("train.src"), dir.file("train.tgt"), 200, 7);
+  return "--train-sets " + dir.file("train.src") + " " + dir.file("train.tgt") + " --model " +
+         dir.file(model) +
+         " --d-model 16 --d-ff 32 --heads 2 --enc-layers 1 --dec-layers 1 --dim-vocabs 30"
+         " --max-tokens 128 --disp-freq 2 --lr-schedule constant --learn-rate 0.001"
+         " --cpu-threads 1 --quiet";
+}
+
+// Every tensor of a safetensors file, by name, as floats.
+std::map<std::string, std::vector<float>> tensors(const std::string& path) {
+  tx::io::SafetensorsReader reader(path);
+  std::map<std::string, std::vector<float>> out;
+  for (const tx::io::TensorEntry& e : reader.entries())
+    if (e.name.rfind("adam.", 0) != 0) out[e.name] = reader.read(e.name).to_floats();
+  return out;
+}
+
+std::string update_of(const std::string& path) {
+  const auto meta = tx::train::read_checkpoint_metadata(path);
+  auto it = meta.find(tx::train::kUpdateKey);
+  return it == meta.end() ? "" : it->second;
+}
+
+// Parameters of the paper's Transformer in closed form: embeddings shared by source, target
+// and output (one V x d table); per encoder layer self-attention (4 d x d + 4 d), the
+// feed-forward layer (2 d x d_ff + d_ff + d) and 2 LayerNorms (2 x 2 d); per decoder layer one
+// attention more and 3 LayerNorms.
+int64_t closed_form(int64_t vocab, int64_t d, int64_t d_ff, int64_t layers) {
+  const int64_t attention = 4 * d * d + 4 * d, ffn = 2 * d * d_ff + d_ff + d, norm = 2 * d;
+  return vocab * d + layers * (attention + ffn + 2 * norm) +
+         layers * (2 * attention + ffn + 3 * norm);
+}
+
+int64_t dry_run_parameters(const std::string& out) {
+  const size_t at = out.rfind("parameters: ");
+  REQUIRE(at != std::string::npos);
+  REQUIRE(out.find('\n', at) == out.size() - 1);  // the last line
+  return std::stoll(out.substr(at + 12));
+}
+
+}  // namespace
+
+TEST_CASE(
+    "tx-train --dry-run: transformer-base and -big counts match the closed form and "
+    "the paper's Table 3",
+    "[train_cli]") {
+  TempDir dir;
+  // The paper's shared vocabulary of about 37,000 BPE tokens (English-German); no data read.
+  Run base = tx_train(dir, "--task transformer-base --dim-vocabs 37000 --dry-run");
+  INFO(base.err);
+  REQUIRE(base.status == 0);
+  const int64_t base_count = dry_run_parameters(base.out);
+  CHECK(base_count == closed_form(37000, 512, 2048, 6));
+  CHECK(std::abs(base_count - 65e6) / 65e6 < 0.03);  // Table 3: 65M
+  CHECK(base.out.find("encoder.layers (6 x 3,152,384)") != std::string::npos);
+  CHECK(base.out.find("embed_tokens") != std::string::npos);
+
+  Run big = tx_train(dir, "--task transformer-big --dim-vocabs 37000 --dry-run --quiet");
+  REQUIRE(big.status == 0);
+  const int64_t big_count = dry_run_parameters(big.out);
+  CHECK(big_count == closed_form(37000, 1024, 4096, 6));
+  CHECK(std::abs(big_count - 213e6) / 213e6 < 0.03);  // Table 3: 213M
+
+  // Untied embeddings: source, target and output tables apart; the counts say so.
+  Run untied =
+      tx_train(dir, "--task transformer-base --dim-vocabs 1000 --tied-embeddings none --dry-run");
+  REQUIRE(untied.status == 0);
+  CHECK(dry_run_parameters(untied.out) == closed_form(1000, 512, 2048, 6) + 2 * 1000 * 512);
+  CHECK(untied.out.find("decoder.output_proj") != std::string::npos);
+  CHECK(dir.entries().size() == 2);  // stdout and stderr: nothing else written
+}
+
+TEST_CASE("tx-train --keep-last keeps the newest snapshots, tx-average --last averages them",
+          "[train_cli]") {
+  TempDir dir;
+  Run r = tx_train(dir, tiny_flags(dir) + " --after-updates 8 --save-freq 2 --keep-last 3");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto snaps = tx::train::Trainer::snapshots(dir.file("m"));
+  REQUIRE(snaps.size() == 3);
+  CHECK(snaps[0].first == 4);
+  CHECK(snaps[2].first == 8);
+  CHECK_FALSE(fs::exists(dir.file("m/model.u2.safetensors")));
+  // The newest snapshot is the final model, and both name their update.
+  CHECK(tensors(snaps[2].second) == tensors(dir.file("m/model.safetensors")));
+  CHECK(update_of(dir.file("m/model.safetensors")) == "8");
+  CHECK(update_of(snaps[0].second) == "4");
+
+  Run avg = tx_average(dir, "--last 2 -m " + dir.file("m") + " -o " + dir.file("avg.safetensors"));
+  INFO(avg.err);
+  REQUIRE(avg.status == 0);
+  CHECK(avg.out.empty());
+  const auto a = tensors(dir.file("avg.safetensors")), u6 = tensors(snaps[1].second),
+             u8 = tensors(snaps[2].second);
+  REQUIRE(a.size() == u8.size());
+  for (const auto& [name, values] : a) {
+    INFO(name);
+    REQUIRE(values.size() == u8.at(name).size());
+    for (size_t i = 0; i < values.size(); ++i)
+      REQUIRE(values[i] == Approx((double(u6.at(name)[i]) + u8.at(name)[i]) / 2).margin(1e-7));
+  }
+  CHECK(u6 != u8);  // the two snapshots differ, so the mean is not either of them
+
+  Run too_many = tx_average(dir, "--last 4 -m " + dir.file("m") + " -o " + dir.file("x"));
+  CHECK(too_many.status == 1);
+  CHECK(too_many.err.find("holds 3 model.u<update>.safetensors snapshots") != std::string::npos);
+  CHECK(too_many.err.find("--keep-last 4") != std::string::npos);
+  Run no_dir = tx_average(dir, "--last 2 -o " + dir.file("x"));
+  CHECK(no_dir.status == 2);
+  CHECK(no_dir.err.find("-m DIR") != std::string::npos);
+  Run both = tx_average(
+      dir, "--last 2 -m " + dir.file("m") + " -o " + dir.file("x") + " " + snaps[0].second);
+  CHECK(both.status == 2);
+  CHECK_FALSE(fs::exists(dir.file("x")));
+}
+
+TEST_CASE(
+    "tx-train: a model file behind its checkpoint (a crash between the renames) is "
+    "rewritten from the checkpoint on resume",
+    "[train_cli]") {
+  TempDir dir;
+  REQUIRE(
+      tx_train(dir, tiny_flags(dir) + " --after-updates 6 --save-freq 2 --keep-last 2").status ==
+      0);
+  const auto at6 = tensors(dir.file("m/model.safetensors"));
+  // The crash: the checkpoint of update 6 landed, model.safetensors is still update 4's.
+  fs::copy_file(dir.file("m/model.u4.safetensors"), dir.file("m/model.safetensors"),
+                fs::copy_options::overwrite_existing);
+  fs::remove(dir.file("m/model.u6.safetensors"));
+  REQUIRE(update_of(dir.file("m/model.safetensors")) == "4");
+
+  // Resume through the library and stop at the first update: the repair comes before it.
+  auto be = tx::test::cpu_backend();
+  tx::train::TrainerOptions o;
+  o.model_dir = dir.file("m");
+  o.train_src = dir.file("train.src");
+  o.train_tgt = dir.file("train.tgt");
+  o.model = tx::train::read_model_config(dir.file("m/checkpoint.safetensors"));
+  o.max_tokens = 128;
+  o.keep_last = 2;
+  o.quiet = true;
+  o.after_update = [](int64_t) { throw tx::Error("crash"); };
+  CHECK_THROWS_WITH(tx::train::Trainer(*be, o).run(), "crash");
+  CHECK(update_of(dir.file("m/model.safetensors")) == "6");
+  CHECK(tensors(dir.file("m/model.safetensors")) == at6);
+  CHECK(tensors(dir.file("m/model.u6.safetensors")) == at6);
+}
+
+TEST_CASE("tx-train: an update whose gradient norm is not finite is skipped without clipping",
+          "[train_cli]") {
+  TempDir dir;
+  // A learning rate of 1e30 blows the weights up after the first update; the next gradients
+  // overflow. Without the check (clip-norm 0 skipped it) NaN would reach every weight.
+  std::string flags = tiny_flags(dir, "n");
+  flags.replace(flags.find(" --quiet"), 8, "");  // the skip is logged
+  flags.replace(flags.find("--learn-rate 0.001"), 18, "--learn-rate 1e30");
+  Run r = tx_train(dir, flags + " --after-updates 4 --clip-norm 0");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.err.find("gradient norm is not finite; update skipped") != std::string::npos);
+  for (const auto& [name, values] : tensors(dir.file("n/model.safetensors"))) {
+    INFO(name);
+    for (float x : values) REQUIRE(std::isfinite(x));
+  }
+}
+
+TEST_CASE("options: one name and one meaning across programs", "[train_cli]") {
+  TempDir dir;
+  auto dump = [&](const char* bin) {
+    Run r = tx::test::run_program(dir, bin, "--dump-config");
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out);
+  };
+  const nlohmann::json train = dump(TX_TRAIN_BIN), translate = dump(TX_TRANSLATE_BIN),
+                       score = dump(TX_SCORE_BIN);
+  // Search normalises by length in tx-translate and in tx-train's validation BLEU alike;
+  // tx-score reports plain log-probs unless asked.
+  CHECK(train.at("normalize") == 1.0);
+  CHECK(translate.at("normalize") == 1.0);
+  CHECK(score.at("normalize") == 0.0);
+  // Marian's names: --mini-batch (sentences) and --maxi-batch (batches) in every program.
+  CHECK(train.at("mini-batch") == 0);
+  CHECK(translate.at("mini-batch") == 0);
+  CHECK(train.at("maxi-batch") == translate.at("maxi-batch"));
+  CHECK_FALSE(train.contains("max-sentences"));
+  CHECK_FALSE(translate.contains("window"));
+  Run old = tx_train(dir, "--max-sentences 4 --dump-config");
+  CHECK(old.status == 2);
+  Run ok = tx_train(dir, tiny_flags(dir) + " --after-updates 2 --mini-batch 4 --maxi-batch 2");
+  INFO(ok.err);
+  CHECK(ok.status == 0);
+}
