@@ -16,10 +16,12 @@ tx_install_deps() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >&2
 }
 
-# Configures and builds into ${TX_BUILD_DIR:-build} (Release, assertions kept).
+# Configures and builds into ${TX_BUILD_DIR:-build} (Release, assertions kept): the targets
+# given as arguments, or everything.
 tx_build() {
-  local dir="${TX_BUILD_DIR:-build}"
+  local dir="${TX_BUILD_DIR:-build}" targets=()
+  for t in "$@"; do targets+=(--target "$t"); done
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release >"$dir.configure.log" 2>&1 \
     || { cat "$dir.configure.log" >&2; return 1; }
-  cmake --build "$dir" -j "$(nproc)"
+  cmake --build "$dir" -j "$(nproc)" "${targets[@]}"
 }

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The Multi30k English -> German recipe: train, average the last snapshots, translate
+# test2016, score with sacreBLEU's BLEU (cased, 13a) and chrF.
+#
+#   examples/multi30k/run.sh DATA_DIR [WORK_DIR]
+#
+# DATA_DIR holds train.{en,de}, val.{en,de} and test2016.{en,de} (../shared/data/multi30k
+# here); WORK_DIR (default multi30k-work) gets the model, the translations and the scores.
+# The options are in config.json beside this script (tx-train --config); flags after the two
+# directories override them, e.g. `run.sh data work --after-epochs 5`.
+# TX_BIN: where the programs are (default: build/apps of this repository). AVERAGE: how many
+# snapshots to average (default 8, at most config.json's keep-last). BEAM: default 5.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+bin="${TX_BIN:-$root/build/apps}"
+[ $# -ge 1 ] || { echo "usage: $0 DATA_DIR [WORK_DIR] [tx-train flags]" >&2; exit 2; }
+data="$1"
+work="${2:-multi30k-work}"
+shift $(( $# >= 2 ? 2 : 1 ))
+for f in train.en train.de val.en val.de test2016.en test2016.de; do
+  [ -f "$data/$f" ] || { echo "run.sh: error: '$data/$f' is missing; give the Multi30k data directory" >&2; exit 1; }
+done
+mkdir -p "$work"
+average="${AVERAGE:-8}"
+beam="${BEAM:-5}"
+
+start=$(date +%s)
+"$bin/tx-train" --config "$here/config.json" "$@" \
+  --train-sets "$data/train.en" "$data/train.de" --valid-sets "$data/val.en" "$data/val.de" \
+  -m "$work/model" 2> >(tee -a "$work/train.log" >&2)
+trained=$(date +%s)
+
+"$bin/tx-average" --last "$average" -m "$work/model" -o "$work/model/averaged.safetensors"
+
+# Translate with the averaged model and, for comparison, the last one; greedy and beam.
+vocab="$work/model/vocab.spm"
+for model in averaged model; do
+  for b in "$beam" 1; do
+    "$bin/tx-translate" -m "$work/model/$model.safetensors" -v "$vocab" --beam-size "$b" \
+      --quiet < "$data/test2016.en" > "$work/test2016.$model.beam$b.de"
+  done
+done
+translated=$(date +%s)
+
+{
+  for model in averaged model; do
+    for b in "$beam" 1; do
+      printf '%-9s beam %-2s ' "$model" "$b"
+      "$bin/tx-score" -r "$data/test2016.de" --metrics bleu --quiet \
+        < "$work/test2016.$model.beam$b.de" | head -1
+    done
+  done
+  echo "chrF (averaged, beam $beam):"
+  "$bin/tx-score" -r "$data/test2016.de" --metrics chrf --quiet < "$work/test2016.averaged.beam$beam.de"
+  echo "time: training $(( trained - start ))s, averaging + translating $(( translated - trained ))s, total $(( translated - start ))s on $(nproc) cores"
+} | tee "$work/scores.txt"
+
+if python3 -c "import matplotlib" 2>/dev/null; then
+  python3 "$here/../plot_log.py" "$work/model/train.log.jsonl" "$work/curve.png"
+fi

@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""Plots a tx-train log (train.log.jsonl) as a PNG: training cost and validation
+cross-entropy (and BLEU when logged) against updates.
+
+    plot_log.py MODEL_DIR/train.log.jsonl OUT.png
+
+Needs matplotlib (Debian: python3-matplotlib); tx itself does not.
+"""
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    train, valid = [], []
+    with open(sys.argv[1], encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            (train if row["type"] == "train" else valid).append(row)
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.plot([r["update"] for r in train], [r["cost"] for r in train],
+            label="training cost (label-smoothed CE per token)", color="tab:blue")
+    if valid:
+        ax.plot([r["update"] for r in valid], [r["cross-entropy"] for r in valid], "o-",
+                label="validation cross-entropy", color="tab:orange")
+    ax.set_xlabel("update")
+    ax.set_ylabel("nats per target token")
+    ax.grid(alpha=0.3)
+    lines, labels = ax.get_legend_handles_labels()
+    if any("bleu" in r for r in valid):
+        ax2 = ax.twinx()
+        points = [(r["update"], r["bleu"]) for r in valid if "bleu" in r]
+        ax2.plot(*zip(*points), "s--", color="tab:green", label="validation BLEU")
+        ax2.set_ylabel("BLEU")
+        more = ax2.get_legend_handles_labels()
+        lines, labels = lines + more[0], labels + more[1]
+    ax.legend(lines, labels, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(sys.argv[2], dpi=100)
+    print(sys.argv[2])
+
+
+if __name__ == "__main__":
+    main()
