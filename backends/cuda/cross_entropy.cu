@@ -79,9 +79,9 @@ void CudaBackend::cross_entropy_impl(const Tensor& logits, const Tensor& targets
                                      int32_t ignore_index, const Tensor& losses,
                                      const Tensor& nll) {
   const int64_t vocab = logits.shape().cols(), rows = logits.shape().rows();
-  cross_entropy_kernel<<<row_blocks(rows), row_threads(vocab), 0, as_stream(enter())>>>(
-      logits.data<float>(), targets.data<int32_t>(), smoothing, ignore_index, losses.data<float>(),
-      nll.defined() ? nll.data<float>() : nullptr, rows, vocab, errors_device_);
+  TX_LAUNCH(cross_entropy_kernel, row_blocks(rows), row_threads(vocab), as_stream(enter()))
+  (logits.data<float>(), targets.data<int32_t>(), smoothing, ignore_index, losses.data<float>(),
+   nll.defined() ? nll.data<float>() : nullptr, rows, vocab, errors_device_);
   check_launch("cross_entropy");
 }
 
@@ -89,9 +89,9 @@ void CudaBackend::cross_entropy_backward_impl(const Tensor& logits, const Tensor
                                               float smoothing, int32_t ignore_index,
                                               const Tensor& dlosses, const Tensor& dlogits) {
   const int64_t vocab = logits.shape().cols(), rows = logits.shape().rows();
-  cross_entropy_backward_kernel<<<row_blocks(rows), row_threads(vocab), 0, as_stream(enter())>>>(
-      logits.data<float>(), targets.data<int32_t>(), smoothing, ignore_index, dlosses.data<float>(),
-      dlogits.data<float>(), rows, vocab, errors_device_);
+  TX_LAUNCH(cross_entropy_backward_kernel, row_blocks(rows), row_threads(vocab), as_stream(enter()))
+  (logits.data<float>(), targets.data<int32_t>(), smoothing, ignore_index, dlosses.data<float>(),
+   dlogits.data<float>(), rows, vocab, errors_device_);
   check_launch("cross_entropy_backward");
 }
 

@@ -71,7 +71,7 @@ __global__ void fill_kernel(T* p, int64_t n, T bits) {
 
 template <typename T>
 void launch_fill(void* p, int64_t n, T bits, cudaStream_t stream) {
-  fill_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(p), n, bits);
+  TX_LAUNCH(fill_kernel<T>, blocks_for(n), kThreads, stream)(static_cast<T*>(p), n, bits);
   check_launch("fill kernel");
 }
 

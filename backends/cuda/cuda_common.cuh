@@ -11,6 +11,12 @@
 
 namespace tx::cuda {
 
+// kernel<<<grid, block, 0, stream>>>(args), spelled as a macro so that the host emulation of the
+// kernels (tests/cuda_emu, which defines its own TX_LAUNCH) can run them without a GPU.
+#ifndef TX_LAUNCH
+#define TX_LAUNCH(kernel, grid, block, stream) kernel<<<(grid), (block), 0, (stream)>>>
+#endif
+
 inline void check(cudaError_t status, const char* what) {
   TX_CHECK(status == cudaSuccess, "cuda: ", what, " failed: ", cudaGetErrorString(status));
 }
@@ -59,7 +65,7 @@ __global__ void map_kernel(int64_t n, F f) {
 
 template <typename F>
 void launch_map(int64_t n, cudaStream_t stream, F f, const char* name) {
-  map_kernel<F><<<blocks_for(n), kThreads, 0, stream>>>(n, f);
+  TX_LAUNCH(map_kernel<F>, blocks_for(n), kThreads, stream)(n, f);
   check_launch(name);
 }
 

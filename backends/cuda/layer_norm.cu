@@ -90,9 +90,9 @@ void CudaBackend::layer_norm_impl(const Tensor& x, const Tensor& gamma, const Te
                                   float eps, const Tensor& y, const Tensor& mean,
                                   const Tensor& rstd) {
   const int64_t d = x.shape().cols(), rows = x.shape().rows();
-  layer_norm_kernel<<<row_blocks(rows), row_threads(d), 0, as_stream(enter())>>>(
-      x.data<float>(), gamma.data<float>(), beta.data<float>(), eps, y.data<float>(),
-      mean.data<float>(), rstd.data<float>(), rows, d);
+  TX_LAUNCH(layer_norm_kernel, row_blocks(rows), row_threads(d), as_stream(enter()))
+  (x.data<float>(), gamma.data<float>(), beta.data<float>(), eps, y.data<float>(),
+   mean.data<float>(), rstd.data<float>(), rows, d);
   check_launch("layer_norm");
 }
 
@@ -101,16 +101,16 @@ void CudaBackend::layer_norm_backward_impl(const Tensor& dy, const Tensor& x, co
                                            const Tensor& dgamma, const Tensor& dbeta) {
   const int64_t d = x.shape().cols(), rows = x.shape().rows();
   cudaStream_t s = as_stream(enter());
-  layer_norm_dx_kernel<<<row_blocks(rows), row_threads(d), 0, s>>>(
-      dy.data<float>(), x.data<float>(), gamma.data<float>(), mean.data<float>(),
-      rstd.data<float>(), dx.data<float>(), rows, d);
+  TX_LAUNCH(layer_norm_dx_kernel, row_blocks(rows), row_threads(d), s)
+  (dy.data<float>(), x.data<float>(), gamma.data<float>(), mean.data<float>(), rstd.data<float>(),
+   dx.data<float>(), rows, d);
   check_launch("layer_norm_backward (dx)");
   const int64_t column_blocks = (d + kColumns - 1) / kColumns;
   TX_CHECK(column_blocks <= 0x7fffffff, "layer_norm_backward: d_model ", d, " is too large");
-  layer_norm_dparams_kernel<<<static_cast<unsigned>(column_blocks), dim3(kColumns, kRowLanes), 0,
-                              s>>>(dy.data<float>(), x.data<float>(), mean.data<float>(),
-                                   rstd.data<float>(), dgamma.data<float>(), dbeta.data<float>(),
-                                   rows, d);
+  TX_LAUNCH(layer_norm_dparams_kernel, static_cast<unsigned>(column_blocks),
+            dim3(kColumns, kRowLanes), s)
+  (dy.data<float>(), x.data<float>(), mean.data<float>(), rstd.data<float>(), dgamma.data<float>(),
+   dbeta.data<float>(), rows, d);
   check_launch("layer_norm_backward (dgamma, dbeta)");
 }
 

@@ -30,10 +30,10 @@ __global__ void final_sum_kernel(const double* partial, float* out) {
 
 template <bool Square>
 void launch_sum(const Tensor& x, const Tensor& out, double* scratch, cudaStream_t s) {
-  partial_sum_kernel<Square>
-      <<<kReduceBlocks, kReduceThreads, 0, s>>>(x.data<float>(), x.numel(), scratch);
+  TX_LAUNCH(partial_sum_kernel<Square>, kReduceBlocks, kReduceThreads, s)
+  (x.data<float>(), x.numel(), scratch);
   check_launch(Square ? "squared_norm" : "sum");
-  final_sum_kernel<<<1, kReduceBlocks, 0, s>>>(scratch, out.data<float>());
+  TX_LAUNCH(final_sum_kernel, 1, kReduceBlocks, s)(scratch, out.data<float>());
   check_launch(Square ? "squared_norm (final)" : "sum (final)");
 }
 
@@ -72,8 +72,9 @@ void CudaBackend::sum_rows_impl(const Tensor& x, const Tensor& out, float beta) 
   if (cols == 0) return;
   const int64_t column_blocks = (cols + kColumns - 1) / kColumns;
   TX_CHECK(column_blocks <= 0x7fffffff, "sum_rows: ", cols, " columns are too many");
-  sum_rows_kernel<<<static_cast<unsigned>(column_blocks), dim3(kColumns, kRowLanes), 0,
-                    as_stream(enter())>>>(x.data<float>(), out.data<float>(), rows, cols, beta);
+  TX_LAUNCH(sum_rows_kernel, static_cast<unsigned>(column_blocks), dim3(kColumns, kRowLanes),
+            as_stream(enter()))
+  (x.data<float>(), out.data<float>(), rows, cols, beta);
   check_launch("sum_rows");
 }
 

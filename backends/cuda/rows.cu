@@ -66,10 +66,9 @@ void CudaBackend::scatter_add_rows_impl(const Tensor& src, const Tensor& index, 
   const int64_t column_blocks = (row + kScatterThreads - 1) / kScatterThreads;
   TX_CHECK(column_blocks <= 0x7fffffff, "scatter_add_rows: rows of ", row,
            " elements are too long");
-  scatter_add_kernel<<<dim3(static_cast<unsigned>(column_blocks), kScatterBuckets), kScatterThreads,
-                       0, as_stream(enter())>>>(src.data<float>(), index.data<int32_t>(),
-                                                dst.data<float>(), n, m, row, scale,
-                                                errors_device_);
+  TX_LAUNCH(scatter_add_kernel, dim3(static_cast<unsigned>(column_blocks), kScatterBuckets),
+            kScatterThreads, as_stream(enter()))
+  (src.data<float>(), index.data<int32_t>(), dst.data<float>(), n, m, row, scale, errors_device_);
   check_launch("scatter_add_rows");
 }
 

@@ -80,30 +80,30 @@ void CudaBackend::softmax_impl(const Tensor& x, float scale, const Tensor& key_l
   const int64_t tk = x.dim(-1), tq = x.dim(-2), rows = x.shape().rows();
   const int64_t rows_per_batch = rows / x.dim(0);
   const int32_t* lengths = key_lengths.defined() ? key_lengths.data<int32_t>() : nullptr;
-  softmax_kernel<<<row_blocks(rows), row_threads(tk), 0, as_stream(enter())>>>(
-      x.data<float>(), y.data<float>(), rows, tq, tk, rows_per_batch, lengths, causal, scale);
+  TX_LAUNCH(softmax_kernel, row_blocks(rows), row_threads(tk), as_stream(enter()))
+  (x.data<float>(), y.data<float>(), rows, tq, tk, rows_per_batch, lengths, causal, scale);
   check_launch("softmax");
 }
 
 void CudaBackend::softmax_backward_impl(const Tensor& y, const Tensor& dy, float scale,
                                         const Tensor& dx) {
   const int64_t cols = y.shape().cols(), rows = y.shape().rows();
-  softmax_backward_kernel<<<row_blocks(rows), row_threads(cols), 0, as_stream(enter())>>>(
-      y.data<float>(), dy.data<float>(), dx.data<float>(), rows, cols, scale);
+  TX_LAUNCH(softmax_backward_kernel, row_blocks(rows), row_threads(cols), as_stream(enter()))
+  (y.data<float>(), dy.data<float>(), dx.data<float>(), rows, cols, scale);
   check_launch("softmax_backward");
 }
 
 void CudaBackend::log_softmax_impl(const Tensor& x, const Tensor& y) {
   const int64_t cols = x.shape().cols(), rows = x.shape().rows();
-  log_softmax_kernel<<<row_blocks(rows), row_threads(cols), 0, as_stream(enter())>>>(
-      x.data<float>(), y.data<float>(), rows, cols);
+  TX_LAUNCH(log_softmax_kernel, row_blocks(rows), row_threads(cols), as_stream(enter()))
+  (x.data<float>(), y.data<float>(), rows, cols);
   check_launch("log_softmax");
 }
 
 void CudaBackend::log_softmax_backward_impl(const Tensor& y, const Tensor& dy, const Tensor& dx) {
   const int64_t cols = y.shape().cols(), rows = y.shape().rows();
-  log_softmax_backward_kernel<<<row_blocks(rows), row_threads(cols), 0, as_stream(enter())>>>(
-      y.data<float>(), dy.data<float>(), dx.data<float>(), rows, cols);
+  TX_LAUNCH(log_softmax_backward_kernel, row_blocks(rows), row_threads(cols), as_stream(enter()))
+  (y.data<float>(), dy.data<float>(), dx.data<float>(), rows, cols);
   check_launch("log_softmax_backward");
 }
 

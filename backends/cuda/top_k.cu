@@ -1,7 +1,9 @@
-// top_k: the k largest entries of each row in descending order, ties to the lower index. One
-// block per row makes k passes; pass p picks the first element, in the order (value desc, index
-// asc), that comes after pick p-1: no scratch memory, exactly the CPU's order. k is small in
-// beam search (2 x beam); k up to the row length works, in O(k * cols / threads) per row.
+// top_k: the k largest entries of each row in descending order, ties to the lower index, in
+// the total order "a before b iff a > b, or a == b and index(a) < index(b)". One block per row.
+// Small k (beam search: 2 x beam): k passes, pass p picks the first element after pick p-1,
+// O(k * cols / threads) per row, no scratch memory. Large k (more than cols / 16): every element
+// counts the elements before it, which is its output slot, O(cols^2 / threads) per row with no
+// barriers.
 #include "cuda_backend.h"
 #include "cuda_common.cuh"
 
@@ -75,13 +77,37 @@ __global__ void top_k_kernel(const float* x, int64_t rows, int64_t cols, int k, 
   }
 }
 
+// Element j's output slot is the number of elements before it; slots below k are written.
+__global__ void top_k_rank_kernel(const float* x, int64_t rows, int64_t cols, int k, float* values,
+                                  int32_t* indices) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* in = x + r * cols;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      const Candidate c{in[j], static_cast<int32_t>(j)};
+      int64_t rank = 0;
+      for (int64_t i = 0; i < cols && rank < k; ++i)
+        rank += before(Candidate{in[i], static_cast<int32_t>(i)}, c) ? 1 : 0;
+      if (rank < k) {
+        values[r * k + rank] = c.value;
+        indices[r * k + rank] = c.index;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void CudaBackend::top_k_impl(const Tensor& x, int k, const Tensor& values, const Tensor& indices) {
   const int64_t cols = x.shape().cols(), rows = x.shape().rows();
   TX_CHECK(cols <= 0x7fffffff, "top_k: rows of ", cols, " entries exceed the i32 index range");
-  top_k_kernel<<<row_blocks(rows), row_threads(cols), 0, as_stream(enter())>>>(
-      x.data<float>(), rows, cols, k, values.data<float>(), indices.data<int32_t>());
+  if (k > 32 && k > cols / 16) {
+    TX_LAUNCH(top_k_rank_kernel, row_blocks(rows), row_threads(cols), as_stream(enter()))
+    (x.data<float>(), rows, cols, k, values.data<float>(), indices.data<int32_t>());
+    check_launch("top_k");
+    return;
+  }
+  TX_LAUNCH(top_k_kernel, row_blocks(rows), row_threads(cols), as_stream(enter()))
+  (x.data<float>(), rows, cols, k, values.data<float>(), indices.data<int32_t>());
   check_launch("top_k");
 }
 
