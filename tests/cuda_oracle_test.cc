@@ -4,9 +4,10 @@
 //
 // Tolerances: both devices compute in fp32 (cuBLAS without TF32), but GEMMs and row reductions
 // sum in different orders and the compilers contract a * b + c into FMAs in different places,
-// so values differ by a few ulps per operation. Through transformer-base's 12 layers that stays below 1e-3 of each
-// tensor's largest magnitude; the loss (a sum of ~40 token losses) agrees to 1e-4 relative.
-// Dropout masks are a pure function of (seed, index) (core/rng.h) and must agree bit for bit.
+// so values differ by a few ulps per operation. Through transformer-base's 12 layers that stays
+// below 1e-3 of each tensor's largest magnitude; the loss (a sum of ~40 token losses) agrees to
+// 1e-4 relative. Dropout masks are a pure function of (seed, index) (core/rng.h) and must agree bit
+// for bit.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
@@ -23,7 +24,10 @@
 #include "nn/param_scope.h"
 #include "nn/transformer.h"
 #include "support/backends.h"
+#include "support/files.h"
 #include "support/reference.h"
+#include "train/checkpoint.h"
+#include "train/optimizer.h"
 
 namespace {
 
@@ -84,6 +88,27 @@ void check_close(const std::string& what, const std::vector<float>& got,
   INFO(what << ": max |cuda - cpu| = " << worst << " at " << at << " (cuda " << got[at] << ", cpu "
             << want[at] << "), tolerance " << tol);
   CHECK(worst <= tol);
+}
+
+// A small model (the beam search and checkpoint cases).
+ModelConfig small_config() {
+  ModelConfig c;
+  c.src_vocab_size = c.tgt_vocab_size = 40;
+  c.d_model = 32;
+  c.d_ff = 64;
+  c.heads = 4;
+  c.encoder_layers = c.decoder_layers = 2;
+  c.dropout = 0.0f;
+  return c;
+}
+
+std::vector<float> all_values(Backend& be, const ParameterSet& params) {
+  std::vector<float> out;
+  for (const auto& item : params.items()) {
+    std::vector<float> v = be.download<float>(item.second->value);
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
 }
 
 // Token ids in [4, vocab) with pads after each row's length.
@@ -180,13 +205,7 @@ TEST_CASE("cuda oracle: transformer-base forward and backward agree with the cpu
 TEST_CASE("cuda oracle: beam search finds the same translations as on the cpu", "[cuda][oracle]") {
   Pair be = backends_or_skip();
   if (!be.cuda) return;
-  ModelConfig c;
-  c.src_vocab_size = c.tgt_vocab_size = 40;
-  c.d_model = 32;
-  c.d_ff = 64;
-  c.heads = 4;
-  c.encoder_layers = c.decoder_layers = 2;
-  c.dropout = 0.0f;
+  const ModelConfig c = small_config();
   ParameterSet pc, pg;
   tx::Rng rc(21), rg(21);
   Transformer mc(ParamScope(*be.cpu, pc, rc), c);
@@ -226,4 +245,74 @@ TEST_CASE("cuda oracle: beam search finds the same translations as on the cpu", 
       CHECK(got[s][i].score == Approx(want[s][i].score).margin(1e-3));
     }
   }
+}
+
+TEST_CASE("cuda oracle: a checkpoint moves between devices; an Adam step agrees with the cpu",
+          "[cuda][oracle]") {
+  Pair be = backends_or_skip();
+  if (!be.cuda) return;
+  const ModelConfig c = small_config();
+  tx::test::TempDir dir;
+  ParameterSet pc, pg;
+  tx::Rng rc(31), rg(32);  // different inits: the checkpoint must carry the weights
+  Transformer mc(ParamScope(*be.cpu, pc, rc), c);
+  Transformer mg(ParamScope(*be.cuda, pg, rg), c);
+  tx::test::perturb_params(*be.cpu, pc, rc);
+  tx::train::Adam ac(*be.cpu, pc), ag(*be.cuda, pg);
+  const std::string from_cpu = dir.file("cpu.safetensors");
+  tx::train::save_checkpoint(from_cpu, *be.cpu, c, pc, ac, tx::train::TrainingState{});
+  tx::train::load_checkpoint(from_cpu, *be.cuda, c, pg, ag);
+  TX_CHECK_OK(tx::test::compare_exact(all_values(*be.cuda, pg), all_values(*be.cpu, pc)));
+
+  // One training step on each device from the same weights and batch.
+  tx::Rng data(33);
+  const int64_t B = 2, S = 6, T = 5;
+  const Ids src_len = {6, 3}, tgt_len = {5, 2};
+  const Ids src = random_ids(data, B, S, src_len, c.src_vocab_size);
+  const Ids tgt_out = random_ids(data, B, T, tgt_len, c.tgt_vocab_size);
+  Ids tgt_in(B * T, kPad);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < tgt_len[b]; ++t)
+      tgt_in[b * T + t] = t == 0 ? 2 : tgt_out[b * T + t - 1];
+  auto step = [&](Backend& b, const Transformer& m, tx::train::Adam& adam) {
+    Graph g(b, GraphOptions{true, true, 5, false});
+    Var logits =
+        m.forward(g, b.upload(src, {B, S}), b.upload(src_len, {B}), b.upload(tgt_in, {B, T}));
+    g.backward(tx::nn::label_smoothed_loss(g, logits, b.upload(tgt_out, {B, T}), 0.1f, kPad));
+    adam.step(1e-3f, 0.1f);
+  };
+  step(*be.cpu, mc, ac);
+  step(*be.cuda, mg, ag);
+  // Adam's first step moves each weight by lr * g / (|g| + eps), ~lr * sign(g): where a
+  // gradient is rounding noise (|g| below 1e-4 of the largest gradient, e.g. the key bias,
+  // whose gradient is zero in exact arithmetic) the sign may differ, within 2 lr. Elsewhere the
+  // weights agree to 1e-5.
+  double largest = 0;
+  for (const auto& item : pc.items())
+    largest = std::max(largest, max_abs(be.cpu->download<float>(item.second->grad)));
+  for (size_t i = 0; i < pc.size(); ++i) {
+    const std::vector<float> wc = be.cpu->download<float>(pc.items()[i].second->value);
+    const std::vector<float> wg = be.cuda->download<float>(pg.items()[i].second->value);
+    const std::vector<float> gc = be.cpu->download<float>(pc.items()[i].second->grad);
+    const double noise = 1e-4 * largest;
+    int64_t bad = 0;
+    for (size_t j = 0; j < wc.size(); ++j) {
+      const double d = std::abs(double(wg[j]) - double(wc[j]));
+      const bool noisy = std::abs(gc[j]) <= noise;
+      if (!(d <= (noisy ? 2e-3 + 1e-6 : 1e-5))) ++bad;
+    }
+    INFO(pc.items()[i].first << ": " << bad << " weights differ beyond the tolerance");
+    CHECK(bad == 0);
+  }
+
+  // Back again: the cuda checkpoint loads on the cpu with the same bits.
+  const std::string from_cuda = dir.file("cuda.safetensors");
+  tx::train::save_checkpoint(from_cuda, *be.cuda, c, pg, ag, tx::train::TrainingState{});
+  ParameterSet pc2;
+  tx::Rng r2(34);
+  Transformer mc2(ParamScope(*be.cpu, pc2, r2), c);
+  tx::train::Adam ac2(*be.cpu, pc2);
+  tx::train::load_checkpoint(from_cuda, *be.cpu, c, pc2, ac2);
+  TX_CHECK_OK(tx::test::compare_exact(all_values(*be.cpu, pc2), all_values(*be.cuda, pg)));
+  CHECK(ac2.steps() == 1);
 }
