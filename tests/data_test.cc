@@ -45,11 +45,7 @@ using tx::test::write_file;
 
 namespace {
 
-std::string join_lines(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const auto& l : lines) out += l + "\n";
-  return out;
-}
+using tx::test::join_lines;
 
 // A small deterministic stand-in for a parallel corpus: sentences of 2..11 words drawn from two
 // word lists with umlauts, accents and Chinese, single spaces only (so SentencePiece's default

@@ -1,8 +1,6 @@
 // tx-score --n-best-list: Marian n-best lists rescored through the real programs. A tiny random
 // model writes an n-best list with tx-translate; tx-score must give every line the score that
 // tx-score --src --tgt gives the same (source, hypothesis) pair, appended as " F1= <score>".
-#include <sys/wait.h>
-
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <fstream>
@@ -15,47 +13,21 @@
 #include "data/vocab_train.h"
 #include "gradient_check.h"
 #include "nn/transformer.h"
-#include "support/files.h"
+#include "support/programs.h"
 #include "train/checkpoint.h"
 
 using Catch::Contains;
+using tx::test::join_lines;
+using tx::test::one_line;
+using tx::test::Run;
+using tx::test::split_lines;
 using tx::test::TempDir;
 
-namespace {
-
-struct Run {
-  int status = -1;
-  std::string out, err;
-};
-
-// Runs `program` with `args` (shell words, redirections allowed): exit code, stdout, stderr.
 Run run(const TempDir& dir, const std::string& program, const std::string& args) {
-  const std::string cmd =
-      program + " " + args + " >" + dir.file("stdout") + " 2>" + dir.file("stderr");
-  Run r;
-  const int raw = std::system(cmd.c_str());
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.out = tx::test::slurp(dir.file("stdout"));
-  r.err = tx::test::slurp(dir.file("stderr"));
-  return r;
+  return tx::test::run_program(dir, program, args);
 }
 
-bool one_line(const std::string& text) {
-  return !text.empty() && text.find('\n') == text.size() - 1;
-}
-
-std::vector<std::string> split_lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
-
-std::string join_lines(const std::vector<std::string>& lines) {
-  std::string text;
-  for (const std::string& l : lines) text += l + "\n";
-  return text;
-}
+namespace {
 
 // The fields of "i ||| text ||| features ||| score", spaces kept.
 std::vector<std::string> fields(const std::string& line) {

@@ -1,8 +1,6 @@
 // tx-score's metric output through the real program: sacreBLEU's signature in each line,
 // --score-only, --max-ngram-order, --tokenize intl/char, --sentence-level, against the library
 // and against sacreBLEU 2.4.3's command line on newstest2019 (../shared/data, skipped when absent).
-#include <sys/wait.h>
-
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -18,45 +16,20 @@
 #include "metrics/chrf.h"
 #include "metrics/read_lines.h"
 #include "metrics/signature.h"
-#include "support/files.h"
+#include "support/programs.h"
 
 using Catch::Contains;
+using tx::test::join_lines;
+using tx::test::one_line;
+using tx::test::Run;
+using tx::test::split_lines;
 using tx::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-  int status = -1;
-  std::string out, err;
-};
-
 Run tx_score(const TempDir& dir, const std::string& args) {
-  const std::string cmd = std::string(TX_SCORE_BIN) + " " + args + " >" + dir.file("stdout") +
-                          " 2>" + dir.file("stderr");
-  Run r;
-  const int raw = std::system(cmd.c_str());
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.out = tx::test::slurp(dir.file("stdout"));
-  r.err = tx::test::slurp(dir.file("stderr"));
-  return r;
-}
-
-bool one_line(const std::string& text) {
-  return !text.empty() && text.find('\n') == text.size() - 1;
-}
-
-std::vector<std::string> split_lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
-
-std::string join_lines(const std::vector<std::string>& lines) {
-  std::string text;
-  for (const std::string& l : lines) text += l + "\n";
-  return text;
+  return tx::test::run_program(dir, TX_SCORE_BIN, args);
 }
 
 std::string fixed2(double x) {

@@ -8,8 +8,8 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "io/safetensors.h"
 #include "gradient_check.h"
+#include "io/safetensors.h"
 #include "support/programs.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -221,4 +221,35 @@ TEST_CASE("options: one name and one meaning across programs", "[train_cli]") {
   Run ok = tx_train(dir, tiny_flags(dir) + " --after-updates 2 --mini-batch 4 --maxi-batch 2");
   INFO(ok.err);
   CHECK(ok.status == 0);
+}
+
+TEST_CASE("progress: shown on a terminal's stderr only, never in stdout or a redirected log",
+          "[train_cli]") {
+  TempDir dir;
+  Run train = tx_train(dir, tiny_flags(dir) + " --after-updates 3");
+  REQUIRE(train.status == 0);
+  std::string flags = tiny_flags(dir, "p");
+  flags.replace(flags.find(" --quiet"), 8, "");
+  Run logged = tx_train(dir, flags + " --after-updates 3");
+  REQUIRE(logged.status == 0);
+  CHECK(logged.err.find('\r') == std::string::npos);  // stderr to a file: no progress line
+  CHECK(logged.err.find('\x1b') == std::string::npos);
+
+  const std::string translate = std::string(TX_TRANSLATE_BIN) + " -m " +
+                                dir.file("m/model.safetensors") + " -v " + dir.file("m/vocab.spm") +
+                                " -i " + dir.file("train.src");
+  if (std::system("script --version >/dev/null 2>&1") != 0) {
+    WARN("SKIPPED: the terminal half needs script(1) from util-linux");
+    return;
+  }
+  // script(1) gives the program a terminal for stderr; stdout goes to a file.
+  Run tty = tx::test::run_program(dir, "script -qec",
+                                  "'" + translate + " > " + dir.file("hyp.txt") + "' /dev/null");
+  INFO(tty.out << tty.err);
+  REQUIRE(tty.status == 0);
+  CHECK(tty.out.find(" lines/s") != std::string::npos);
+  CHECK(tty.out.find("\r\x1b[K") != std::string::npos);
+  const std::string hyp = tx::test::slurp(dir.file("hyp.txt"));
+  CHECK(hyp.find("lines/s") == std::string::npos);
+  CHECK(std::count(hyp.begin(), hyp.end(), '\n') == 200);
 }

@@ -27,21 +27,12 @@ using tx::test::TempDir;
 
 namespace {
 
+using tx::test::join_lines;
+using tx::test::one_line;
+using tx::test::split_lines;
+
 const std::vector<std::string> kWords = {"das",   "Haus",    "ist", "klein", "der",  "Hund",
                                          "läuft", "schnell", "ein", "Baum",  "grün", "alt"};
-
-std::vector<std::string> split_lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
-
-std::string join_lines(const std::vector<std::string>& lines) {
-  std::string text;
-  for (const std::string& l : lines) text += l + "\n";
-  return text;
-}
 
 // Random sentences of 1..max_words words.
 std::vector<std::string> sentences(tx::Rng& rng, int count, int max_words) {
@@ -106,10 +97,6 @@ using tx::test::Run;
 
 Run run(const TempDir& dir, const std::string& program, const std::string& args) {
   return tx::test::run_program(dir, program, args);
-}
-
-bool one_line(const std::string& text) {
-  return !text.empty() && text.back() == '\n' && text.find('\n') == text.size() - 1;
 }
 
 // log P(tgt + eos | src) by the full teacher-forced forward of one pair, log-softmax on the host

@@ -56,6 +56,10 @@ translated=$(date +%s)
   echo "time: training $(( trained - start ))s, averaging + translating $(( translated - trained ))s, total $(( translated - start ))s on $(nproc) cores"
 } | tee "$work/scores.txt"
 
-if python3 -c "import matplotlib" 2>/dev/null; then
-  python3 "$here/../plot_log.py" "$work/model/train.log.jsonl" "$work/curve.png"
-fi
+# The curve, where a Python with matplotlib is found (Debian: python3-matplotlib).
+for py in python3 /usr/bin/python3; do
+  if "$py" -c "import matplotlib" 2>/dev/null; then
+    "$py" "$here/../plot_log.py" "$work/model/train.log.jsonl" "$work/curve.png"
+    break
+  fi
+done

@@ -32,6 +32,11 @@ inline Run run_program(const TempDir& dir, const std::string& program, const std
   return r;
 }
 
+// Whether `text` is exactly one line, with its '\n'.
+inline bool one_line(const std::string& text) {
+  return !text.empty() && text.find('\n') == text.size() - 1;
+}
+
 // `lines` sentences of 2..5 words from 8 and, on the target side, the same words reversed.
 inline void write_reversal_corpus(const std::string& src, const std::string& tgt, int lines,
                                   uint64_t seed) {
