@@ -7,9 +7,10 @@ German writes a number below a million as one word with its units before its ten
 ("twenty-one" -> "einundzwanzig", "three thousand four hundred twenty-one" ->
 "dreitausendvierhunderteinundzwanzig"), so the model has to reorder, not copy word by word.
 A line lists one to three numbers ("three, twenty-one and four hundred" -> "drei,
-einundzwanzig und vierhundert"). Every seventh number (n % 7 == 3) never appears in training:
-validation and test lines use only those, so the test measures generalisation to unseen
-numbers. Writes train.en/.de, valid.en/.de, test.en/.de.
+einundzwanzig und vierhundert"). Every seventh number from 100 up (n % 7 == 3) never appears in
+training: validation and test lines use only those, so the test measures generalisation to
+numbers never seen (the words below 100 are all seen: a model cannot guess "drei" for
+"three" without ever meeting it). Writes train.en/.de, valid.en/.de, test.en/.de.
 """
 import argparse
 import os
@@ -89,7 +90,7 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     a = p.parse_args()
     rng = random.Random(a.seed)
-    held_out = {n for n in range(a.max + 1) if n % 7 == 3}
+    held_out = {n for n in range(100, a.max + 1) if n % 7 == 3}
     seen = set(range(a.max + 1)) - held_out
 
     def lines(count, pool):
