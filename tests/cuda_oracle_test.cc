@@ -247,7 +247,7 @@ TEST_CASE("cuda oracle: beam search finds the same translations as on the cpu", 
   }
 }
 
-TEST_CASE("cuda oracle: a checkpoint moves between devices; an Adam step agrees with the cpu",
+TEST_CASE("cuda oracle: a checkpoint moves between devices, an Adam step agrees with the cpu",
           "[cuda][oracle]") {
   Pair be = backends_or_skip();
   if (!be.cuda) return;
