@@ -5,20 +5,13 @@
 
 #include "common/app_log.h"
 #include "common/command_line.h"
+#include "core/format.h"
 #include "train/average.h"
 #include "train/trainer.h"
 
 namespace {
 
-// "60,522,496": parameter counts read better grouped.
-std::string grouped(int64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
+using tx::grouped;
 
 using tx::app::UsageError;
 

@@ -19,6 +19,7 @@
 #include "common/app_log.h"
 #include "common/command_line.h"
 #include "common/model_setup.h"
+#include "core/format.h"
 #include "data/batch.h"
 #include "data/corpus.h"
 #include "data/line_reader.h"
@@ -30,6 +31,8 @@
 #include "metrics/read_lines.h"
 
 namespace {
+
+using tx::fixed;
 
 using tx::app::Options;
 using tx::app::UsageError;
@@ -55,13 +58,6 @@ std::vector<std::string> metric_names(const Options& o) {
   }
   if (out.empty()) throw UsageError("--metrics: name at least one of bleu, chrf, chrf++");
   return out;
-}
-
-// printf's %.Nf, as sacreBLEU's f"{score:.{width}f}".
-std::string fixed(double value, int decimals) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
-  return buffer;
 }
 
 // One metric's options, signature and scores, from the command line.

@@ -8,12 +8,15 @@
 #include "backend/registry.h"
 #include "common/app_log.h"
 #include "common/command_line.h"
+#include "core/format.h"
 #include "core/rng.h"
 #include "nn/parameter_summary.h"
 #include "nn/transformer.h"
 #include "train/trainer.h"
 
 namespace {
+
+using tx::grouped;
 
 using tx::app::Options;
 using tx::app::UsageError;
@@ -34,16 +37,6 @@ std::vector<std::string> pair_of(const Options& options, const std::string& name
   if (v.size() != 2)
     throw UsageError(tx::str("--", name, ": expected 2 files (source, target), got ", v.size()));
   return v;
-}
-
-// "60,522,496".
-std::string grouped(int64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
 }
 
 std::unique_ptr<tx::Backend> backend_of(const Options& options) {

@@ -5,21 +5,11 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/format.h"
 #include "data/line_reader.h"
 
 namespace tx::data {
 namespace {
-
-// 29000 -> "29,000", as in the training log.
-std::string grouped(int64_t n) {
-  std::string digits = std::to_string(n < 0 ? -n : n);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return n < 0 ? "-" + out : out;
-}
 
 std::string limit_text(int64_t limit) {
   return limit > 0 ? std::to_string(limit) : "any";

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/format.h"
 #include "metrics/ngram.h"
 #include "metrics/signature.h"
 #include "metrics/tokenize_13a.h"
@@ -56,14 +57,6 @@ int64_t closest_ref_len(int64_t hyp_len, const std::vector<int64_t>& ref_lens) {
 void check_max_order(const BleuOptions& options) {
   TX_CHECK(options.max_order >= 1, "BLEU max_order is ", options.max_order,
            "; use 1 or more (4 is standard)");
-}
-
-// printf's %.Nf, which rounds the exact binary value like Python's f"{x:.Nf}".
-std::string fixed(double value, int decimals) {
-  std::string out(static_cast<std::size_t>(std::snprintf(nullptr, 0, "%.*f", decimals, value)),
-                  ' ');
-  std::snprintf(out.data(), out.size() + 1, "%.*f", decimals, value);
-  return out;
 }
 
 }  // namespace

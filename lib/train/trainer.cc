@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/format.h"
 #include "core/log.h"
 #include "data/batcher.h"
 #include "data/corpus.h"
@@ -61,35 +62,6 @@ class StopSignals {
   bool on_;
   struct sigaction old_int_ = {}, old_term_ = {};
 };
-
-// "32,000".
-std::string grouped(int64_t n) {
-  std::string digits = std::to_string(n < 0 ? -n : n), out = n < 0 ? "-" : "";
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
-// "1h02m", "4m05s", "12s".
-std::string duration_text(double seconds) {
-  const auto s = static_cast<int64_t>(std::max(0.0, seconds));
-  char buf[32];
-  if (s >= 3600)
-    std::snprintf(buf, sizeof buf, "%lldh%02lldm", (long long)(s / 3600), (long long)(s / 60 % 60));
-  else if (s >= 60)
-    std::snprintf(buf, sizeof buf, "%lldm%02llds", (long long)(s / 60), (long long)(s % 60));
-  else
-    std::snprintf(buf, sizeof buf, "%llds", (long long)s);
-  return buf;
-}
 
 std::string scientific(double v) {
   char buf[64];
