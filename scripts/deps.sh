@@ -17,11 +17,12 @@ tx_install_deps() {
 }
 
 # Configures and builds into ${TX_BUILD_DIR:-build} (Release, assertions kept): the targets
-# given as arguments, or everything.
+# given as arguments, or everything. TX_CMAKE_ARGS adds configure options.
 tx_build() {
   local dir="${TX_BUILD_DIR:-build}" targets=()
   for t in "$@"; do targets+=(--target "$t"); done
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release >"$dir.configure.log" 2>&1 \
+  # shellcheck disable=SC2086  # TX_CMAKE_ARGS is a list of words
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release ${TX_CMAKE_ARGS:-} >"$dir.configure.log" 2>&1 \
     || { cat "$dir.configure.log" >&2; return 1; }
   cmake --build "$dir" -j "$(nproc)" "${targets[@]}"
 }
