@@ -1,5 +1,6 @@
-// Reductions: sum and squared norm of a whole tensor (two stages in double, a fixed number of
-// blocks: the same bits on every run and every GPU), and column sums (the bias gradient).
+// Reductions: sum and squared norm of a whole tensor (two stages in double, a block count that
+// depends on the size only: the same bits on every run and every GPU), and column sums (the
+// bias gradient).
 #include "cuda_backend.h"
 #include "cuda_common.cuh"
 
@@ -21,19 +22,23 @@ __global__ void partial_sum_kernel(const float* x, int64_t n, double* partial) {
   if (threadIdx.x == 0) partial[blockIdx.x] = local;
 }
 
-// Stage 2: one block adds the kReduceBlocks partials.
-__global__ void final_sum_kernel(const double* partial, float* out) {
-  double v = threadIdx.x < kReduceBlocks ? partial[threadIdx.x] : 0.0;
+// Stage 2: one block adds the `count` partials (count <= kReduceBlocks).
+__global__ void final_sum_kernel(const double* partial, int count, float* out) {
+  double v = static_cast<int>(threadIdx.x) < count ? partial[threadIdx.x] : 0.0;
   v = block_reduce(v, SumOp{}, 0.0);
   if (threadIdx.x == 0) out[0] = static_cast<float>(v);
 }
 
+// The number of stage-1 blocks depends on n only (never on the GPU), so the summation order,
+// and the result, is the same everywhere; small tensors get few blocks.
 template <bool Square>
 void launch_sum(const Tensor& x, const Tensor& out, double* scratch, cudaStream_t s) {
-  TX_LAUNCH(partial_sum_kernel<Square>, kReduceBlocks, kReduceThreads, s)
-  (x.data<float>(), x.numel(), scratch);
+  const int64_t n = x.numel();
+  const int blocks = static_cast<int>(std::max<int64_t>(
+      1, std::min<int64_t>(kReduceBlocks, (n + kReduceThreads - 1) / kReduceThreads)));
+  TX_LAUNCH(partial_sum_kernel<Square>, blocks, kReduceThreads, s)(x.data<float>(), n, scratch);
   check_launch(Square ? "squared_norm" : "sum");
-  TX_LAUNCH(final_sum_kernel, 1, kReduceBlocks, s)(scratch, out.data<float>());
+  TX_LAUNCH(final_sum_kernel, 1, kReduceBlocks, s)(scratch, blocks, out.data<float>());
   check_launch(Square ? "squared_norm (final)" : "sum (final)");
 }
 
