@@ -1,16 +1,14 @@
 // tx-train's loop (train::Trainer) end to end on a tiny reversal task, and the tx-train binary.
 #include "train/trainer.h"
 
-#include <sys/wait.h>
-
 #include <catch2/catch.hpp>
 #include <fstream>
-#include <random>
 
 #include "core/error.h"
 #include "core/rng.h"
 #include "nn/param_scope.h"
 #include "support/backends.h"
+#include "support/programs.h"
 #include "train/checkpoint.h"
 #include "train_tiny.h"
 
@@ -20,21 +18,7 @@ using tx::test::TempDir;
 using tx::train::Trainer;
 using tx::train::TrainerOptions;
 
-// `lines` sentences of 2..5 words from 8 and, on the target side, the same words reversed.
-void write_reversal_corpus(const std::string& src, const std::string& tgt, int lines,
-                           uint64_t seed) {
-  static const char* words[] = {"ab", "cd", "ef", "gh", "ba", "dc", "fe", "hg"};
-  std::mt19937_64 gen(seed);
-  std::ofstream s(src), t(tgt);
-  for (int i = 0; i < lines; ++i) {
-    std::vector<std::string> w(2 + gen() % 4);
-    for (std::string& x : w) x = words[gen() % 8];
-    for (size_t k = 0; k < w.size(); ++k) s << (k ? " " : "") << w[k];
-    for (size_t k = 0; k < w.size(); ++k) t << (k ? " " : "") << w[w.size() - 1 - k];
-    s << '\n';
-    t << '\n';
-  }
-}
+using tx::test::write_reversal_corpus;
 
 // Corpus files in `dir` and the options of a tiny run: d_model 16, 1 + 1 layers, dropout on
 // (resume must replay the masks), a joint vocabulary of about 30 pieces trained on the fly.
@@ -202,20 +186,10 @@ TEMPLATE_TEST_CASE("trainer: bad inputs are one-line errors naming the file", "[
 
 namespace {
 
-struct Run {
-  int status = -1;
-  std::string out, err;
-};
+using tx::test::Run;
 
 Run tx_train(const TempDir& dir, const std::string& args) {
-  const std::string cmd = std::string(TX_TRAIN_BIN) + " " + args + " >" + dir.file("stdout") +
-                          " 2>" + dir.file("stderr");
-  Run r;
-  const int raw = std::system(cmd.c_str());
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.out = tx::test::slurp(dir.file("stdout"));
-  r.err = tx::test::slurp(dir.file("stderr"));
-  return r;
+  return tx::test::run_program(dir, TX_TRAIN_BIN, args);
 }
 
 }  // namespace
