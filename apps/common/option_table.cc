@@ -175,8 +175,8 @@ std::vector<OptionSpec> make_registry() {
                      kTranslate | kScore | kTrain, batching, non_negative));
   t.push_back(option("maxi-batch", OptionType::integer, 100,
                      "Batches' worth of sentences read and sorted by length together; "
-                     "0 = the whole input (training). Translation with --maxi-batch 1 "
-                     "--mini-batch 1 writes each line as soon as it is read",
+                     "0 = the whole input. Translation with --maxi-batch 1 --mini-batch 1 "
+                     "writes each line as soon as it is read",
                      kTrain | kTranslate, batching, non_negative));
   t.push_back(option("metrics", OptionType::list, json::array({"bleu"}),
                      "Metrics without a model: bleu, chrf, chrf++ (comma- or space-separated)",
