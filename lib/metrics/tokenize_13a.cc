@@ -1,6 +1,7 @@
 // tokenize_13a: mteval-v13a tokenization as sacreBLEU implements it.
 #include "metrics/tokenize_13a.h"
 
+#include "metrics/pair_pass.h"
 #include "metrics/unicode.h"
 
 namespace tx::metrics {
@@ -35,27 +36,11 @@ bool is_split_symbol(char c) {
          (c >= '(' && c <= '+') || (c >= ':' && c <= '@') || c == '/';
 }
 
-// One regex pass whose pattern is two single-character classes, `(first)(second)`: scans left to
-// right and replaces each non-overlapping match via `emit`. Working on bytes gives the same
-// result as Python's code points: every class is ASCII or a negated ASCII class, a multi-byte
+// pair_pass (metrics/pair_pass.h) runs on bytes here, which gives the same result as Python's
+// code points: every class is ASCII or a negated ASCII class, a multi-byte
 // character's lead and continuation bytes never match an ASCII class, and only its last byte can
 // be followed by '.' or ',' (so "non-digit before" fires exactly where it would for the whole
 // character).
-template <typename First, typename Second, typename Emit>
-std::string pair_pass(const std::string& text, First first, Second second, Emit emit) {
-  std::string out;
-  out.reserve(text.size() + text.size() / 4);
-  std::size_t i = 0;
-  while (i < text.size()) {
-    if (i + 1 < text.size() && first(text[i]) && second(text[i + 1])) {
-      emit(out, text[i], text[i + 1]);
-      i += 2;
-    } else {
-      out.push_back(text[i++]);
-    }
-  }
-  return out;
-}
 
 }  // namespace
 

@@ -4,28 +4,11 @@
 #include <vector>
 
 #include "core/utf8.h"
+#include "metrics/pair_pass.h"
 #include "metrics/unicode.h"
 
 namespace tx::metrics {
 namespace {
-
-// One substitution whose pattern is two one-character classes, `(first)(second)`, over code
-// points: each non-overlapping match (found left to right) is replaced by `emit`.
-template <typename First, typename Second, typename Emit>
-std::u32string pair_pass(const std::u32string& text, First first, Second second, Emit emit) {
-  std::u32string out;
-  out.reserve(text.size() + text.size() / 2);
-  std::size_t i = 0;
-  while (i < text.size()) {
-    if (i + 1 < text.size() && first(text[i]) && second(text[i + 1])) {
-      emit(out, text[i], text[i + 1]);
-      i += 2;
-    } else {
-      out.push_back(text[i++]);
-    }
-  }
-  return out;
-}
 
 // Python's " ".join(text.split()): the words, separated by single spaces.
 std::string join_words(const std::u32string& text) {
