@@ -122,6 +122,13 @@ int score_metrics(const Options& o) {
   for (const std::string& path : o.list("references"))
     refs.push_back(tx::metrics::read_lines(path));
   const int num_refs = static_cast<int>(refs.size());
+  // Checked here too, where the file names are known (check_corpus only numbers the streams).
+  for (size_t r = 0; r < refs.size(); ++r)
+    if (refs[r].size() != hyps.size())
+      throw tx::Error(tx::str("reference file '", o.list("references")[r], "' has ", refs[r].size(),
+                              " lines but the hypotheses (",
+                              input == "-" ? "stdin" : "'" + input + "'", ") have ", hyps.size(),
+                              "; give exactly one reference line per hypothesis line"));
 
   std::string out;
   if (sentence_level) {

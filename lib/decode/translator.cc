@@ -19,6 +19,10 @@ Translator::Translator(Backend& be, const nn::Transformer& model, const data::Vo
   TX_CHECK(model.config().tgt_vocab_size == tgt_vocab.size(), "the model's target vocabulary has ",
            model.config().tgt_vocab_size, " ids but '", tgt_vocab.path(), "' has ",
            tgt_vocab.size(), "; give the vocabulary the model was trained with");
+  // Positions 0 .. max_length - 1 hold the source tokens and eos.
+  const int64_t fits = model.config().max_length - 1;
+  if (options_.batching.max_source_tokens <= 0 || options_.batching.max_source_tokens > fits)
+    options_.batching.max_source_tokens = fits;
 }
 
 std::vector<NBest> Translator::translate_batch(const data::SourceBatch& batch) {
@@ -66,18 +70,23 @@ int64_t Translator::translate_stream(std::istream& in, std::ostream& out, const 
     if (on_batch) on_batch(done);
   }
   output.finish(batcher.lines_read());
+  lines_cropped_ = batcher.lines_cropped();
+  first_cropped_line_ = batcher.first_cropped_line();
   return batcher.lines_read();
 }
 
 std::vector<std::string> Translator::translate_lines(const std::vector<std::string>& lines) {
   std::vector<std::vector<int32_t>> ids;
   ids.reserve(lines.size());
+  lines_cropped_ = first_cropped_line_ = 0;
   for (size_t i = 0; i < lines.size(); ++i) {
     try {
       ids.push_back(src_vocab_.encode(lines[i]));
     } catch (const Error& e) {
       throw Error("line " + std::to_string(i + 1) + ": " + e.what());
     }
+    if (data::crop_source(ids.back(), options_.batching.max_source_tokens) && lines_cropped_++ == 0)
+      first_cropped_line_ = static_cast<int64_t>(i) + 1;
   }
   std::vector<std::string> out(lines.size());
   for (const data::SourceBatch& batch : data::make_source_batches(ids, 0, options_.batching)) {

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/format.h"
 #include "core/log.h"
+#include "core/text_file.h"
 #include "data/batcher.h"
 #include "data/corpus.h"
 #include "data/vocab.h"
@@ -71,9 +72,7 @@ std::string scientific(double v) {
 
 void require_file(const std::string& path, const std::string& what) {
   TX_CHECK(!path.empty(), what, ": no file given");
-  std::error_code ec;
-  TX_CHECK(fs::is_regular_file(path, ec), what, " '", path,
-           "' does not exist or is not a file; check the path");
+  check_readable_file(path, what);
 }
 
 // The vocabulary at `path`, trained there from `inputs` first when the file does not exist.
