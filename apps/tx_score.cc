@@ -198,7 +198,8 @@ std::vector<double> model_scores(const Options& o, tx::app::LoadedModel& m,
   std::vector<double> scores(static_cast<size_t>(corpus.size()));
   tx::Backend& be = m.backend();
   for (const std::vector<int64_t>& rows :
-       make_batches(corpus, o.integer("max-tokens"), o.integer("mini-batch"))) {
+       make_batches(corpus, o.integer("max-tokens"),
+                    o.flag("deterministic") ? 1 : o.integer("mini-batch"))) {
     const tx::data::Batch b =
         tx::data::make_batch(corpus, rows.data(), static_cast<int64_t>(rows.size()));
     tx::Graph g(be, tx::GraphOptions{false, false});

@@ -42,6 +42,7 @@ tx::decode::TranslatorOptions translator_options(const Options& o) {
   t.batching.max_tokens = o.integer("max-tokens");
   t.batching.max_sentences = o.integer("mini-batch");
   t.batching.maxi_batch = o.integer("maxi-batch");
+  t.deterministic = o.flag("deterministic");
   try {
     t.search.validate();
   } catch (const tx::Error& e) {  // e.g. --n-best above --beam-size: the caller's mistake

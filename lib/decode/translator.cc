@@ -1,11 +1,23 @@
 #include "decode/translator.h"
 
+#include <charconv>
 #include <sstream>
 
 #include "core/error.h"
 #include "data/ordered_output.h"
 
 namespace tx::decode {
+namespace {
+
+// The shortest text that reads back as exactly `v`: n-best scores keep every bit, so two runs
+// can be compared exactly, and stay as short as Marian's where six digits suffice.
+std::string shortest(float v) {
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, ec == std::errc() ? end : buf);
+}
+
+}  // namespace
 
 Translator::Translator(Backend& be, const nn::Transformer& model, const data::Vocab& src_vocab,
                        const data::Vocab& tgt_vocab, TranslatorOptions options)
@@ -19,6 +31,7 @@ Translator::Translator(Backend& be, const nn::Transformer& model, const data::Vo
   TX_CHECK(model.config().tgt_vocab_size == tgt_vocab.size(), "the model's target vocabulary has ",
            model.config().tgt_vocab_size, " ids but '", tgt_vocab.path(), "' has ",
            tgt_vocab.size(), "; give the vocabulary the model was trained with");
+  if (options_.deterministic) options_.batching.max_sentences = 1;
   // Positions 0 .. max_length - 1 hold the source tokens and eos.
   const int64_t fits = model.config().max_length - 1;
   if (options_.batching.max_source_tokens <= 0 || options_.batching.max_source_tokens > fits)
@@ -50,8 +63,8 @@ std::string Translator::format(int64_t index, const NBest& nbest) const {
   std::ostringstream s;
   for (size_t i = 0; i < nbest.size(); ++i) {
     if (i > 0) s << '\n';
-    s << index << " ||| " << tgt_vocab_.decode(nbest[i].ids) << " ||| F0= " << nbest[i].log_prob
-      << " ||| " << nbest[i].score;
+    s << index << " ||| " << tgt_vocab_.decode(nbest[i].ids)
+      << " ||| F0= " << shortest(nbest[i].log_prob) << " ||| " << shortest(nbest[i].score);
   }
   return s.str();
 }

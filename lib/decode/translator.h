@@ -25,6 +25,11 @@ namespace tx::decode {
 struct TranslatorOptions {
   BeamSearchOptions search;
   data::InferenceBatcherOptions batching;
+  // Each sentence searched in a batch of its own, so that its translation and scores are
+  // bit-identical whatever else is in the input and whatever the batch options: oneDNN's GEMM
+  // rounds a row differently for different row counts, and padding changes the reductions of
+  // attention (docs/determinism.md).
+  bool deterministic = false;
 };
 
 class Translator {
