@@ -166,7 +166,10 @@ std::vector<NBest> BeamSearch::search(const data::SourceBatch& batch) {
         const int32_t row = static_cast<int32_t>(k * beam + top_ids[k * K + c] / V);
         const int32_t token = top_ids[k * K + c] % V;
         if (token == Vocab::kEosId) {
-          finish(s, row, score);
+          // Only an eos among the best `beam` candidates ends a hypothesis (fairseq's and
+          // CTranslate2's rule); a worse one, reached while filling the live rows, is dropped,
+          // or weak endings would fill the finished list and stop the search early.
+          if (c < beam) finish(s, row, score);
         } else {
           Row r{row, token, score, rows[row].ids};
           r.ids.push_back(token);
