@@ -20,6 +20,9 @@ tx_install_deps() {
 # given as arguments, or everything. TX_CMAKE_ARGS adds configure options.
 tx_build() {
   local dir="${TX_BUILD_DIR:-build}" targets=()
+  # ccache hits across clones and build folders: paths under the checkout are hashed relative
+  # to it, and the build folder's name is left out of the hash (-g records it, harmlessly).
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
   for t in "$@"; do targets+=(--target "$t"); done
   # shellcheck disable=SC2086  # TX_CMAKE_ARGS is a list of words
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release ${TX_CMAKE_ARGS:-} >"$dir.configure.log" 2>&1 \
