@@ -64,7 +64,15 @@ void CpuBackend::cross_entropy_backward_impl(const Tensor& logits, const Tensor&
     const float log_z = log_sum_exp(x, vocab);
     const float g = pdl[r];
     float* dx = pdx + r * vocab;
-    for (int64_t j = 0; j < vocab; ++j) dx[j] += g * math::smoothed_grad(x[j], log_z, uniform);
+    // math::smoothed_grad(x, log_z, uniform) = exp(x - log_z) - uniform, its exp taken a chunk
+    // at a time.
+    float e[kExpChunk];
+    for (int64_t j0 = 0; j0 < vocab; j0 += kExpChunk) {
+      const int64_t len = std::min(kExpChunk, vocab - j0);
+      exp_affine(x + j0, 1.0f, log_z, e, len);
+#pragma omp simd
+      for (int64_t j = 0; j < len; ++j) dx[j0 + j] += g * (e[j] - uniform);
+    }
     dx[pt[r]] -= g * (1.0f - smoothing);
   }
 }

@@ -6,14 +6,26 @@
 #include <cstdint>
 #include <limits>
 
+#include "vector_exp.h"
+
 namespace tx::cpu {
+
+// Rows are walked in chunks of this many floats: exp into a stack buffer, then use it.
+constexpr int64_t kExpChunk = 512;
 
 // log(sum_j exp(x_j)) over one row, shifted by the row maximum so that exp cannot overflow.
 inline float log_sum_exp(const float* x, int64_t n) {
   float max = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : max)
   for (int64_t j = 0; j < n; ++j) max = std::max(max, x[j]);
   float total = 0.0f;
-  for (int64_t j = 0; j < n; ++j) total += std::exp(x[j] - max);
+  float e[kExpChunk];
+  for (int64_t j0 = 0; j0 < n; j0 += kExpChunk) {
+    const int64_t len = std::min(kExpChunk, n - j0);
+    exp_affine(x + j0, 1.0f, max, e, len);
+#pragma omp simd reduction(+ : total)
+    for (int64_t j = 0; j < len; ++j) total += e[j];
+  }
   return max + std::log(total);
 }
 

@@ -28,11 +28,9 @@ void CpuBackend::softmax_impl(const Tensor& x, float scale, const Tensor& key_le
     float* out = py + r * tk;
     float max = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < visible; ++j) max = std::max(max, in[j] * scale);
+    exp_affine(in, scale, max, out, visible);
     float total = 0.0f;
-    for (int64_t j = 0; j < visible; ++j) {
-      out[j] = std::exp(in[j] * scale - max);
-      total += out[j];
-    }
+    for (int64_t j = 0; j < visible; ++j) total += out[j];
     const float inv = visible > 0 ? 1.0f / total : 0.0f;
     for (int64_t j = 0; j < visible; ++j) out[j] *= inv;
     for (int64_t j = visible; j < tk; ++j) out[j] = 0.0f;
@@ -85,7 +83,13 @@ void CpuBackend::log_softmax_backward_impl(const Tensor& y, const Tensor& dy, co
     for (int64_t j = 0; j < cols; ++j) total += dyr[j];
     const float* yr = py + r * cols;
     float* dxr = pdx + r * cols;
-    for (int64_t j = 0; j < cols; ++j) dxr[j] += dyr[j] - std::exp(yr[j]) * total;
+    float e[kExpChunk];
+    for (int64_t j0 = 0; j0 < cols; j0 += kExpChunk) {
+      const int64_t len = std::min(kExpChunk, cols - j0);
+      exp_affine(yr + j0, 1.0f, 0.0f, e, len);
+#pragma omp simd
+      for (int64_t j = 0; j < len; ++j) dxr[j0 + j] += dyr[j0 + j] - e[j] * total;
+    }
   }
 }
 
