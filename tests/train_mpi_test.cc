@@ -208,7 +208,7 @@ TEST_CASE("resume across world sizes: mpirun -np 2 continued by tx-train --optim
   CHECK(update_of(dir.file("split/model.safetensors")) == "22");
 }
 
-TEST_CASE("a rank killed mid-run ends the job within seconds; the checkpoint resumes",
+TEST_CASE("a rank killed mid-run ends the job within seconds, and the checkpoint resumes",
           "[train_mpi]") {
   REQUIRE_MPI();
   TempDir dir;
@@ -250,7 +250,7 @@ TEST_CASE("a rank that fails stops the others with its error", "[train_mpi]") {
   TempDir dir;
   // Rank 0 alone writes, so a checkpoint that cannot be written fails on rank 0 only: here a
   // model directory path taken by a file once training is under way.
-  const std::string args = tiny_flags(dir) + " --after-updates 1000000 --save-freq 1000";
+  const std::string args = tiny_flags(dir) + " --after-updates 1000000 --save-freq 20";
   const int status =
       bash(dir, start_mpi_run(dir, args, dir.file("m/train.log.jsonl")) +
                     "sleep 0.5\n"
