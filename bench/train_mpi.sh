@@ -43,8 +43,17 @@ OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
   mpirun --oversubscribe --bind-to core -np 2 "$train" "${flags[@]}" --after-updates "$updates" \
   --model "$work/two" --cpu-threads 1
 
-python3 - "$work/one/train.log.jsonl" "$work/two/train.log.jsonl" <<'EOF'
-import json, sys
+# The all-reduce alone (no waiting for the slower rank), on a buffer of the model's size.
+numel=$(python3 -c '
+import json, math, struct, sys
+with open(sys.argv[1], "rb") as f:
+    header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+print(sum(math.prod(t["shape"]) for k, t in header.items() if k != "__metadata__") + 2)' "$work/two/model.safetensors")
+alone=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+  mpirun --oversubscribe --bind-to core -np 2 "$build/bench/allreduce" --numel "$numel")
+
+ALONE="$alone" python3 - "$work/one/train.log.jsonl" "$work/two/train.log.jsonl" <<'EOF'
+import json, os, sys
 
 def figures(path):
     lines = [j for j in map(json.loads, open(path)) if j["type"] == "train"]
@@ -61,4 +70,9 @@ print("configuration                     target tokens/s   s/update   all-reduce
 print(f"1 process x 2 threads (delay 2)   {one[0]:15,.0f}   {one[1]:8.3f}   -")
 print(f"2 ranks x 1 thread (mpirun)       {two[0]:15,.0f}   {two[1]:8.3f}   {two[2]:.1%}")
 print(f"ratio 2 ranks / 1 process         {two[0] / one[0]:15.2f}")
+alone = os.environ["ALONE"]
+ms = float(alone.split(" ms per all-reduce")[0].rsplit(" ", 1)[1])
+print(f"the all-reduce alone: {alone.split(': ', 1)[1]}")
+print(f"  = {ms / 1e3 / two[1]:.1%} of a 2-rank update; the rest of the share above is waiting")
+print("    for the rank with the longer batch")
 EOF
