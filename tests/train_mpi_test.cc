@@ -2,6 +2,8 @@
 // `tx-train --optimizer-delay 2`, resume across world sizes, a rank killed mid-run, a rank
 // that fails, and SIGTERM to mpirun. Two ranks of one OpenMP thread each (--oversubscribe, as
 // root in CI); skipped, saying why, when tx was built without MPI or mpirun is missing.
+#include <stdlib.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
@@ -10,9 +12,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "gradient_check.h"
 #include "support/programs.h"
 #include "support/train_runs.h"
 #include "train/checkpoint.h"
+#include "train/collective.h"
 
 namespace {
 
@@ -119,6 +123,37 @@ std::string start_mpi_run(const TempDir& dir, const std::string& args, const std
 }
 
 }  // namespace
+
+TEST_CASE("collective: the launcher's process count, and the single-process run", "[train_mpi]") {
+  // Whatever runs this test: no launcher variables, then each launcher's in turn.
+  const char* names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+  std::vector<std::pair<std::string, std::string>> saved;
+  for (const char* name : names) {
+    if (const char* v = std::getenv(name)) saved.emplace_back(name, v);
+    ::unsetenv(name);
+  }
+  CHECK(tx::train::launched_processes() == 1);
+  ::setenv("PMI_SIZE", "3", 1);
+  CHECK(tx::train::launched_processes() == 3);
+  ::setenv("OMPI_COMM_WORLD_SIZE", "4", 1);  // Open MPI's name first
+  CHECK(tx::train::launched_processes() == 4);
+  ::setenv("OMPI_COMM_WORLD_SIZE", "4x", 1);  // not a count: the next variable
+  CHECK(tx::train::launched_processes() == 3);
+  ::setenv("PMI_SIZE", "0", 1);
+  CHECK(tx::train::launched_processes() == 1);
+  for (const char* name : names) ::unsetenv(name);
+  for (const auto& [name, value] : saved) ::setenv(name.c_str(), value.c_str(), 1);
+
+  auto one = tx::train::single_process();
+  CHECK(one->size() == 1);
+  CHECK(one->rank() == 0);
+  CHECK(one->local_size() == 1);
+  CHECK(one->describe() == "1 process");
+  auto be = tx::test::cpu_backend();
+  tx::Tensor t = be->upload(std::vector<float>{1.5f, -2.0f}, {2});
+  one->all_reduce_sum(*be, t);  // a sum over one process: itself
+  CHECK(be->download<float>(t) == std::vector<float>{1.5f, -2.0f});
+}
 
 TEST_CASE("mpirun -np 2 tx-train makes the model of one tx-train --optimizer-delay 2, bit for bit",
           "[train_mpi]") {
