@@ -35,13 +35,19 @@ flags=(--config examples/multi30k/config.json --train-sets "$data/train.en" "$da
 # The vocabulary first, so neither timed run trains it.
 "$train" "${flags[@]}" --model "$work/vocab_run" --after-updates 1 --cpu-threads 2
 
+# Other work on the machine skews the comparison: the load average says how much there was.
+load() { echo "load average $(cut -d' ' -f1-3 /proc/loadavg) $*" >&2; }
+load "before 1 process x 2 threads"
 echo "1 process x 2 threads, --optimizer-delay 2 ..." >&2
 OMP_NUM_THREADS=2 "$train" "${flags[@]}" --after-updates "$updates" --model "$work/one" \
   --cpu-threads 2 --optimizer-delay 2
+load "after it"
 echo "mpirun -np 2 x 1 thread ..." >&2
 OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
   mpirun --oversubscribe --bind-to core -np 2 "$train" "${flags[@]}" --after-updates "$updates" \
   --model "$work/two" --cpu-threads 1
+
+load "after it"
 
 # The all-reduce alone (no waiting for the slower rank), on a buffer of the model's size.
 numel=$(python3 -c '
