@@ -24,6 +24,10 @@ std::vector<std::string> inputs_of(const tx::app::Options& options) {
       throw UsageError(
           "give the checkpoints to average (as arguments or --inputs), or --last N "
           "-m DIR for the newest N snapshots tx-train --keep-last wrote");
+    if (options.has("model"))
+      throw UsageError(
+          "-m/--model names the model directory for --last N; give --last N too, "
+          "or leave out -m and list the checkpoints to average");
     return options.list("inputs");
   }
   if (listed) throw UsageError("give either checkpoints or --last N -m DIR, not both");

@@ -25,6 +25,7 @@
 #include "data/line_reader.h"
 #include "graph/graph.h"
 #include "graph/ops.h"
+#include "io/nbest_line.h"
 #include "metrics/bleu.h"
 #include "metrics/chrf.h"
 #include "metrics/corpus_check.h"
@@ -122,6 +123,13 @@ int score_metrics(const Options& o) {
   for (const std::string& path : o.list("references"))
     refs.push_back(tx::metrics::read_lines(path));
   const int num_refs = static_cast<int>(refs.size());
+  // Checked here too, where the file names are known (check_corpus only numbers the streams).
+  for (size_t r = 0; r < refs.size(); ++r)
+    if (refs[r].size() != hyps.size())
+      throw tx::Error(tx::str("reference file '", o.list("references")[r], "' has ", refs[r].size(),
+                              " lines but the hypotheses (",
+                              input == "-" ? "stdin" : "'" + input + "'", ") have ", hyps.size(),
+                              "; give exactly one reference line per hypothesis line"));
 
   std::string out;
   if (sentence_level) {
@@ -191,7 +199,8 @@ std::vector<double> model_scores(const Options& o, tx::app::LoadedModel& m,
   std::vector<double> scores(static_cast<size_t>(corpus.size()));
   tx::Backend& be = m.backend();
   for (const std::vector<int64_t>& rows :
-       make_batches(corpus, o.integer("max-tokens"), o.integer("mini-batch"))) {
+       make_batches(corpus, o.integer("max-tokens"),
+                    o.flag("deterministic") ? 1 : o.integer("mini-batch"))) {
     const tx::data::Batch b =
         tx::data::make_batch(corpus, rows.data(), static_cast<int64_t>(rows.size()));
     tx::Graph g(be, tx::GraphOptions{false, false});
@@ -213,41 +222,11 @@ std::vector<double> model_scores(const Options& o, tx::app::LoadedModel& m,
   return scores;
 }
 
-std::string_view trim_spaces(std::string_view s) {
-  const size_t begin = s.find_first_not_of(' ');
-  if (begin == std::string_view::npos) return {};
-  return s.substr(begin, s.find_last_not_of(' ') - begin + 1);
-}
-
-// One line of a Marian n-best list, "i ||| text ||| features ||| score", split at "|||" with
-// the spaces around each field kept, so that the line can be written back as it came.
-struct NBestLine {
-  std::vector<std::string> fields;  // exactly 4
-  int64_t index = 0;                // i: the 0-based source line
-  std::string text() const { return std::string(trim_spaces(fields[1])); }
-};
-
-NBestLine parse_nbest_line(const std::string& line, const tx::data::LineReader& reader,
-                           int64_t source_lines, const std::string& src_path) {
-  NBestLine n;
-  for (size_t begin = 0;;) {
-    const size_t bar = line.find("|||", begin);
-    n.fields.push_back(line.substr(begin, bar == std::string::npos ? bar : bar - begin));
-    if (bar == std::string::npos) break;
-    begin = bar + 3;
-  }
+// One n-best line, its index checked against the --src it must come from.
+tx::io::NBestLine parse_nbest_line(const std::string& line, const tx::data::LineReader& reader,
+                                   int64_t source_lines, const std::string& src_path) {
   const std::string at = tx::str("'", reader.name(), "' line ", reader.line_number());
-  if (n.fields.size() != 4)
-    throw tx::Error(tx::str(at, " has ", n.fields.size(),
-                            " fields; an n-best line is 'i ||| text ||| features ||| score' "
-                            "(as tx-translate --n-best N writes it)"));
-  const std::string index(trim_spaces(n.fields[0]));
-  if (index.empty() || index.size() > 18 ||
-      index.find_first_not_of("0123456789") != std::string::npos)
-    throw tx::Error(tx::str(at, " starts with '", index,
-                            "', not a source line index; an n-best line is 'i ||| text ||| "
-                            "features ||| score' with i counting --src lines from 0"));
-  n.index = std::stoll(index);
+  tx::io::NBestLine n = tx::io::parse_nbest_line(line, at);
   if (n.index >= source_lines)
     throw tx::Error(tx::str(at, " is for source line index ", n.index, " but '", src_path, "' has ",
                             source_lines, " lines (indices 0..", source_lines - 1,
@@ -268,7 +247,7 @@ int score_nbest(const Options& o, tx::app::LoadedModel& m) {
     tx::data::LineReader reader(src_path);
     for (std::string line; reader.next(line);) sources.push_back(line);
   }
-  std::vector<NBestLine> nbest;
+  std::vector<tx::io::NBestLine> nbest;
   tx::data::ParallelCorpus corpus;
   std::map<int64_t, std::vector<int32_t>> source_ids;  // each source line encoded once
   {
@@ -293,7 +272,7 @@ int score_nbest(const Options& o, tx::app::LoadedModel& m) {
   std::string out;
   for (size_t k = 0; k < nbest.size(); ++k) {
     const std::vector<std::string>& f = nbest[k].fields;
-    const std::string_view features = trim_spaces(f[2]);
+    const std::string_view features = tx::io::trim_spaces(f[2]);
     out += f[0] + "|||" + f[1] + "||| " + std::string(features) + (features.empty() ? "" : " ") +
            feature + "= " + fixed(scores[k], 6) + " |||" + f[3] + "\n";
   }

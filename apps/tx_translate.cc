@@ -11,6 +11,7 @@
 #include "common/app_log.h"
 #include "common/command_line.h"
 #include "common/model_setup.h"
+#include "core/text_file.h"
 #include "decode/translator.h"
 
 namespace {
@@ -41,6 +42,7 @@ tx::decode::TranslatorOptions translator_options(const Options& o) {
   t.batching.max_tokens = o.integer("max-tokens");
   t.batching.max_sentences = o.integer("mini-batch");
   t.batching.maxi_batch = o.integer("maxi-batch");
+  t.deterministic = o.flag("deterministic");
   try {
     t.search.validate();
   } catch (const tx::Error& e) {  // e.g. --n-best above --beam-size: the caller's mistake
@@ -58,6 +60,7 @@ int translate(const Options& options) {
   const std::string input = options.has("input") ? options.text("input") : "-";
   std::ifstream file;
   if (input != "-") {
+    tx::check_readable_file(input, "input file (--input)");
     file.open(input, std::ios::binary);
     if (!file)
       throw tx::Error(tx::str("cannot read input file '", input,
@@ -89,6 +92,13 @@ int translate(const Options& options) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   tx::app::info(options, "translated ", lines, " line", lines == 1 ? "" : "s", " in ",
                 tx::str(static_cast<int64_t>(seconds * 100) / 100.0), "s");
+  if (translator.lines_cropped() > 0)
+    tx::app::info(options, "cropped ", translator.lines_cropped(), " source line",
+                  translator.lines_cropped() == 1 ? "" : "s", " (the first: line ",
+                  translator.first_cropped_line(), ") to the ",
+                  translator.options().batching.max_source_tokens,
+                  " tokens the model's positions cover (its max_length is ", m.config().max_length,
+                  "); split long lines before translating");
   return 0;
 }
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/text_file.h"
 #include "core/utf8.h"
 #include "data/batch.h"
 #include "data/batcher.h"
@@ -160,6 +161,20 @@ TEST_CASE("data utf8: valid text passes, each kind of malformed sequence is foun
   CHECK(find_invalid_utf8("ok \xE4\xB8") == 3);            // truncated 中
   CHECK(find_invalid_utf8(std::string("a\0b", 3)) == ok);  // NUL is valid UTF-8
   CHECK(tx::describe_invalid_utf8("ab\xFF") == "invalid UTF-8 at byte 3 (0xff)");
+}
+
+TEST_CASE("data text lines: NUL bytes and UTF-16 are refused with the fix that fits", "[data]") {
+  using tx::describe_text_line_problem;
+  using Catch::Contains;
+  using Catch::StartsWith;
+  CHECK(describe_text_line_problem("Männer, café") == "");
+  CHECK_THAT(describe_text_line_problem(std::string("ab\0c", 4)),
+             StartsWith("NUL byte at byte 3;") && Contains("iconv -f UTF-16"));
+  // The first problem wins: invalid UTF-8 before the NUL is reported as such.
+  CHECK_THAT(describe_text_line_problem(std::string("\xE9 a\0", 4)),
+             StartsWith("invalid UTF-8 at byte 1 (0xe9)") && Contains("LATIN1"));
+  CHECK_THAT(describe_text_line_problem(std::string("\xFF\xFEh\0i\0", 6)),
+             StartsWith("invalid UTF-8 at byte 1 (0xff)") && Contains("looks like UTF-16"));
 }
 
 // ---- vocabulary -------------------------------------------------------------------------------
@@ -397,7 +412,7 @@ TEST_CASE("data corpus: line-count mismatch and invalid UTF-8 name the files", "
   CHECK_THROWS_WITH(tx::data::load_parallel_corpus(dir.file("a.de"), dir.file("b.en"), v, v),
                     Contains("b.en' line 2: invalid UTF-8 at byte 3 (0xf0)"));
   CHECK_THROWS_WITH(tx::data::load_parallel_corpus(dir.file("none.de"), dir.file("a.en"), v, v),
-                    Contains("cannot read '") && Contains("none.de"));
+                    Contains("cannot read text file '") && Contains("none.de"));
 }
 
 // ---- training batches -------------------------------------------------------------------------

@@ -11,9 +11,16 @@ void check(const InferenceBatcherOptions& options) {
   TX_CHECK(options.max_tokens > 0, "--max-tokens must be > 0 (e.g. 4096)");
   TX_CHECK(options.max_sentences >= 0, "--mini-batch must be >= 0 (0: no cap)");
   TX_CHECK(options.maxi_batch >= 0, "--maxi-batch must be >= 0 (0: the whole input)");
+  TX_CHECK(options.max_source_tokens >= 0, "the source token limit must be >= 0 (0: none)");
 }
 
 }  // namespace
+
+bool crop_source(std::vector<int32_t>& ids, int64_t max_tokens) {
+  if (max_tokens <= 0 || static_cast<int64_t>(ids.size()) <= max_tokens) return false;
+  ids.resize(static_cast<size_t>(max_tokens));
+  return true;
+}
 
 std::vector<SourceBatch> make_source_batches(const std::vector<std::vector<int32_t>>& lines,
                                              int64_t first_index,
@@ -71,6 +78,8 @@ bool InferenceBatcher::next(SourceBatch& batch) {
     };
     while (!full() && reader_.next(line)) {
       lines.push_back(vocab_.encode(line));  // LineReader has checked the UTF-8
+      if (crop_source(lines.back(), options_.max_source_tokens) && lines_cropped_++ == 0)
+        first_cropped_line_ = reader_.line_number();
       tokens += source_row_length(static_cast<int64_t>(lines.back().size()));
     }
     if (lines.empty()) return false;

@@ -27,7 +27,14 @@ struct InferenceBatcherOptions {
   // appears once its window is translated, so interactive use (one line in, one line out)
   // wants maxi_batch 1 with max_sentences 1.
   int64_t maxi_batch = 100;
+  // Source tokens a line keeps at most (0: no limit): longer lines are cropped, as Marian's
+  // --max-length-crop and CTranslate2's max_input_length do. The Translator sets it to what
+  // the model's positions cover, which also bounds attention memory for a runaway line.
+  int64_t max_source_tokens = 0;
 };
+
+// Crops `ids` to `max_tokens` (0: no limit); returns whether it did.
+bool crop_source(std::vector<int32_t>& ids, int64_t max_tokens);
 
 // The batches of encoded `lines` (ids without eos), longest first, row r of the whole tagged
 // `first_index` + its position in `lines`. For text already in memory (a validation set).
@@ -47,6 +54,9 @@ class InferenceBatcher {
 
   // Lines read so far; at the end, the number of output lines due.
   int64_t lines_read() const { return reader_.line_number(); }
+  // Lines cropped to max_source_tokens so far, and the 1-based number of the first.
+  int64_t lines_cropped() const { return lines_cropped_; }
+  int64_t first_cropped_line() const { return first_cropped_line_; }
 
  private:
   LineReader reader_;
@@ -54,6 +64,7 @@ class InferenceBatcher {
   InferenceBatcherOptions options_;
   std::vector<SourceBatch> window_;  // the current window's batches
   size_t next_ = 0;
+  int64_t lines_cropped_ = 0, first_cropped_line_ = 0;
 };
 
 }  // namespace tx::data

@@ -4,11 +4,13 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "core/utf8.h"
+#include "core/text_file.h"
 
 namespace tx::data {
 
-LineReader::LineReader(const std::string& path) : file_(path, std::ios::binary), name_(path) {
+LineReader::LineReader(const std::string& path) : name_(path) {
+  check_readable_file(path, "text file");
+  file_.open(path, std::ios::binary);
   if (!file_) {
     throw Error(str("cannot read '", path, "': ", std::strerror(errno),
                     "; check the path and its permissions"));
@@ -26,9 +28,8 @@ bool LineReader::next(std::string& line) {
   }
   ++line_number_;
   if (!line.empty() && line.back() == '\r') line.pop_back();
-  std::string problem = describe_invalid_utf8(line);
-  TX_CHECK(problem.empty(), "'", name_, "' line ", line_number_, ": ", problem,
-           "; convert the file to UTF-8 (e.g. iconv -f LATIN1 -t UTF-8) or remove the line");
+  const std::string problem = describe_text_line_problem(line);
+  TX_CHECK(problem.empty(), "'", name_, "' line ", line_number_, ": ", problem);
   return true;
 }
 

@@ -10,7 +10,7 @@ namespace tx::data {
 
 class LineReader {
  public:
-  // Opens `path`; throws tx::Error naming it when it is missing or unreadable.
+  // Opens `path`; throws tx::Error naming it when it is missing, a directory or unreadable.
   explicit LineReader(const std::string& path);
   // Reads from a stream the caller owns (stdin); `name` is what messages call it.
   LineReader(std::istream& in, std::string name);
@@ -19,8 +19,8 @@ class LineReader {
 
   // Reads the next line into `line` without its "\n" (and without a "\r" before it, so files
   // written on Windows read the same). Returns false at the end of the input. Throws tx::Error
-  // "'<name>' line <n>: invalid UTF-8 at byte <b> (0x..); ..." for a malformed line, and on a
-  // read error.
+  // "'<name>' line <n>: invalid UTF-8 at byte <b> (0x..); ..." for a malformed line or
+  // one with a NUL byte (see describe_text_line_problem), and on a read error.
   bool next(std::string& line);
 
   // Reads to the end without checking, and returns how many lines were left: for the message

@@ -1,11 +1,23 @@
 #include "decode/translator.h"
 
+#include <charconv>
 #include <sstream>
 
 #include "core/error.h"
 #include "data/ordered_output.h"
 
 namespace tx::decode {
+namespace {
+
+// The shortest text that reads back as exactly `v`: n-best scores keep every bit, so two runs
+// can be compared exactly, and stay as short as Marian's where six digits suffice.
+std::string shortest(float v) {
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, ec == std::errc() ? end : buf);
+}
+
+}  // namespace
 
 Translator::Translator(Backend& be, const nn::Transformer& model, const data::Vocab& src_vocab,
                        const data::Vocab& tgt_vocab, TranslatorOptions options)
@@ -19,6 +31,11 @@ Translator::Translator(Backend& be, const nn::Transformer& model, const data::Vo
   TX_CHECK(model.config().tgt_vocab_size == tgt_vocab.size(), "the model's target vocabulary has ",
            model.config().tgt_vocab_size, " ids but '", tgt_vocab.path(), "' has ",
            tgt_vocab.size(), "; give the vocabulary the model was trained with");
+  if (options_.deterministic) options_.batching.max_sentences = 1;
+  // Positions 0 .. max_length - 1 hold the source tokens and eos.
+  const int64_t fits = model.config().max_length - 1;
+  if (options_.batching.max_source_tokens <= 0 || options_.batching.max_source_tokens > fits)
+    options_.batching.max_source_tokens = fits;
 }
 
 std::vector<NBest> Translator::translate_batch(const data::SourceBatch& batch) {
@@ -46,8 +63,8 @@ std::string Translator::format(int64_t index, const NBest& nbest) const {
   std::ostringstream s;
   for (size_t i = 0; i < nbest.size(); ++i) {
     if (i > 0) s << '\n';
-    s << index << " ||| " << tgt_vocab_.decode(nbest[i].ids) << " ||| F0= " << nbest[i].log_prob
-      << " ||| " << nbest[i].score;
+    s << index << " ||| " << tgt_vocab_.decode(nbest[i].ids)
+      << " ||| F0= " << shortest(nbest[i].log_prob) << " ||| " << shortest(nbest[i].score);
   }
   return s.str();
 }
@@ -66,18 +83,23 @@ int64_t Translator::translate_stream(std::istream& in, std::ostream& out, const 
     if (on_batch) on_batch(done);
   }
   output.finish(batcher.lines_read());
+  lines_cropped_ = batcher.lines_cropped();
+  first_cropped_line_ = batcher.first_cropped_line();
   return batcher.lines_read();
 }
 
 std::vector<std::string> Translator::translate_lines(const std::vector<std::string>& lines) {
   std::vector<std::vector<int32_t>> ids;
   ids.reserve(lines.size());
+  lines_cropped_ = first_cropped_line_ = 0;
   for (size_t i = 0; i < lines.size(); ++i) {
     try {
       ids.push_back(src_vocab_.encode(lines[i]));
     } catch (const Error& e) {
       throw Error("line " + std::to_string(i + 1) + ": " + e.what());
     }
+    if (data::crop_source(ids.back(), options_.batching.max_source_tokens) && lines_cropped_++ == 0)
+      first_cropped_line_ = static_cast<int64_t>(i) + 1;
   }
   std::vector<std::string> out(lines.size());
   for (const data::SourceBatch& batch : data::make_source_batches(ids, 0, options_.batching)) {

@@ -25,6 +25,11 @@ namespace tx::decode {
 struct TranslatorOptions {
   BeamSearchOptions search;
   data::InferenceBatcherOptions batching;
+  // Each sentence searched in a batch of its own, so that its translation and scores are
+  // bit-identical whatever else is in the input and whatever the batch options: oneDNN's GEMM
+  // rounds a row differently for different row counts, and padding changes the reductions of
+  // attention (docs/determinism.md).
+  bool deterministic = false;
 };
 
 class Translator {
@@ -35,8 +40,10 @@ class Translator {
              const data::Vocab& tgt_vocab, TranslatorOptions options = {});
 
   // Translates every line of `in` (named `name` in errors) to `out`, as described above;
-  // returns the number of lines. Output for a line appears once its window is translated.
-  // `on_batch`, when given, is called after each batch with the lines translated so far.
+  // returns the number of lines. A source longer than the model's positions cover (its
+  // max_length, eos included) is cropped to fit; see lines_cropped(). Output for a line appears
+  // once its window is translated. `on_batch`, when given, is called after each batch with the
+  // lines translated so far.
   int64_t translate_stream(std::istream& in, std::ostream& out, const std::string& name = "<stdin>",
                            const std::function<void(int64_t lines_done)>& on_batch = nullptr);
 
@@ -52,12 +59,17 @@ class Translator {
   std::string format(int64_t index, const NBest& nbest) const;
 
   const TranslatorOptions& options() const { return options_; }
+  // Lines the last translate_stream or translate_lines cropped, and the 1-based number of the
+  // first of them: for the program's warning.
+  int64_t lines_cropped() const { return lines_cropped_; }
+  int64_t first_cropped_line() const { return first_cropped_line_; }
 
  private:
   const data::Vocab& src_vocab_;
   const data::Vocab& tgt_vocab_;
   TranslatorOptions options_;
   BeamSearch search_;
+  int64_t lines_cropped_ = 0, first_cropped_line_ = 0;
 };
 
 }  // namespace tx::decode

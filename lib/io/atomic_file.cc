@@ -1,6 +1,8 @@
 #include "io/atomic_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -104,6 +106,30 @@ void AtomicFile::commit() {
     ::fsync(dir_fd);
     ::close(dir_fd);
   }
+}
+
+int remove_stale_temporaries(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return 0;
+  int removed = 0;
+  while (const dirent* e = ::readdir(d)) {
+    // ".<name>.tmp.<pid>.<counter>", as the constructor names them.
+    const std::string name = e->d_name;
+    const size_t tmp = name.rfind(".tmp.");
+    if (name.empty() || name[0] != '.' || tmp == std::string::npos || tmp == 0) continue;
+    const std::string rest = name.substr(tmp + 5);
+    const size_t dot = rest.find('.');
+    const std::string pid_text = rest.substr(0, dot);
+    if (dot == std::string::npos || pid_text.empty() || pid_text.size() > 9 ||
+        pid_text.find_first_not_of("0123456789") != std::string::npos ||
+        rest.find_first_not_of("0123456789", dot + 1) != std::string::npos)
+      continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    if (::unlink((dir + "/" + name).c_str()) == 0) ++removed;
+  }
+  ::closedir(d);
+  return removed;
 }
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {

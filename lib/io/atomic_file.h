@@ -39,6 +39,11 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+// Removes the temporaries that AtomicFiles of processes no longer running left in `dir` (a
+// kill -9 or a power loss gives no chance to clean up); returns how many. Temporaries of live
+// processes are kept: they may be writing now. Errors are ignored: cleaning is best effort.
+int remove_stale_temporaries(const std::string& dir);
+
 // Writes `bytes` to `path` through an AtomicFile.
 void write_file_atomic(const std::string& path, const std::string& bytes);
 

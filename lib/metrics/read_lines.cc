@@ -7,12 +7,14 @@
 #include <iterator>
 
 #include "core/error.h"
-#include "metrics/unicode.h"
+#include "core/text_file.h"
 #include "core/utf8.h"
+#include "metrics/unicode.h"
 
 namespace tx::metrics {
 
 std::vector<std::string> read_lines(const std::string& path) {
+  check_readable_file(path, "text file");
   std::ifstream in(path, std::ios::binary);
   TX_CHECK(in, "cannot open '", path, "': ", std::strerror(errno), "; check the path");
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -13,12 +13,14 @@
 #include "core/error.h"
 #include "core/format.h"
 #include "core/log.h"
+#include "core/text_file.h"
 #include "data/batcher.h"
 #include "data/corpus.h"
 #include "data/vocab.h"
 #include "data/vocab_train.h"
 #include "decode/translator.h"
 #include "graph/graph.h"
+#include "io/atomic_file.h"
 #include "metrics/bleu.h"
 #include "metrics/read_lines.h"
 #include "nn/loss.h"
@@ -71,9 +73,7 @@ std::string scientific(double v) {
 
 void require_file(const std::string& path, const std::string& what) {
   TX_CHECK(!path.empty(), what, ": no file given");
-  std::error_code ec;
-  TX_CHECK(fs::is_regular_file(path, ec), what, " '", path,
-           "' does not exist or is not a file; check the path");
+  check_readable_file(path, what);
 }
 
 // A batch k of an update with several batches draws its dropout masks from counter
@@ -272,6 +272,9 @@ TrainerResult Trainer::run() {
   int64_t epoch_sentences = 0;                      // "Sen." counts within the epoch
   TrainerResult result;
   const std::string ckpt = checkpoint_path(o.model_dir);
+  if (const int stale = io::remove_stale_temporaries(o.model_dir); stale > 0 && !o.quiet)
+    log("removed ", stale, " unfinished file", stale == 1 ? "" : "s",
+        " of an interrupted earlier run from ", o.model_dir);
   if (fs::exists(ckpt, ec)) {
     state = load_checkpoint(ckpt, be_, config, params, adam);
     TX_CHECK(state.data_position.size() == 3, "checkpoint '", ckpt,
