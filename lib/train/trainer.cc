@@ -272,9 +272,12 @@ TrainerResult Trainer::run() {
   int64_t epoch_sentences = 0;                      // "Sen." counts within the epoch
   TrainerResult result;
   const std::string ckpt = checkpoint_path(o.model_dir);
-  if (const int stale = io::remove_stale_temporaries(o.model_dir); stale > 0 && !o.quiet)
-    log("removed ", stale, " unfinished file", stale == 1 ? "" : "s",
-        " of an interrupted earlier run from ", o.model_dir);
+  // The writer's files only: another process removing them could race rank 0's next save.
+  if (writer) {
+    if (const int stale = io::remove_stale_temporaries(o.model_dir); stale > 0 && !quiet)
+      log("removed ", stale, " unfinished file", stale == 1 ? "" : "s",
+          " of an interrupted earlier run from ", o.model_dir);
+  }
   if (fs::exists(ckpt, ec)) {
     state = load_checkpoint(ckpt, be_, config, params, adam);
     TX_CHECK(state.data_position.size() == 3, "checkpoint '", ckpt,
