@@ -42,6 +42,7 @@ struct Files {
     write_file(dir.file("wrong_type.translate.json"), R"({"beam-size": "five"})");
     write_file(dir.file("wrong_type.train.json"), R"({"learn-rate": "fast"})");
     write_file(dir.file("wrong_type.score.json"), R"({"normalize": [1]})");
+    write_file(dir.file("wrong_type.average.json"), R"({"last": 2.5})");
   }
 
   std::string train_flags(const std::string& model_dir, int vocab_size = 30) const {
@@ -247,5 +248,7 @@ TEST_CASE("bad input: tx-average names the bad checkpoint and writes no output",
   check_fails(average(f.model + " " + f.dir.file("small/model.safetensors")), p, 1,
               {"small/model.safetensors", "another model config"});
   check_fails(average("-m " + f.dir.file("m") + " " + f.model), p, 2, {"--last"});
+  check_fails(average("--config " + f.dir.file("wrong_type.average.json") + " " + f.model), p, 2,
+              {"wrong_type.average.json", "last", "expected an integer"});
   CHECK_FALSE(std::filesystem::exists(out));
 }

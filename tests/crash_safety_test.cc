@@ -65,6 +65,14 @@ void check_loads(const std::string& path) {
   CHECK(!file.tensors.empty());
 }
 
+// Whether the model directory holds a temporary whose name contains `part`.
+bool has_temporary(const TempDir& dir, const std::string& part) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir.file("m"), ec))
+    if (e.path().filename().string().find(part) != std::string::npos) return true;
+  return false;
+}
+
 std::vector<std::string> temporaries(const TempDir& dir) {
   std::vector<std::string> out;
   for (const auto& e : fs::directory_iterator(dir.file("m")))
@@ -88,16 +96,29 @@ TEST_CASE(
   std::mt19937 gen(12345);
   int64_t last_update = 0;
   int killed_in_save = 0;
-  for (int round = 0; round < 60 && (round < 20 || killed_in_save < 3); ++round) {
+  std::chrono::milliseconds startup(0);  // spawn to first checkpoint, measured in round 0
+  for (int round = 0; round < 20; ++round) {
     INFO("round " << round);
+    const auto spawned = std::chrono::steady_clock::now();
     const pid_t pid = spawn(train);
-    // The first round waits for a first checkpoint; later ones kill at any moment, startup
-    // and the resume itself included.
-    if (round == 0)
+    const std::string own_temp = ".tmp." + std::to_string(pid) + ".";
+    if (round == 0) {
       for (int i = 0; i < 600 && !fs::exists(ckpt); ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    std::this_thread::sleep_for(
-        std::chrono::milliseconds(std::uniform_int_distribution<>(10, 400)(gen)));
+      startup = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - spawned);
+    }
+    if (round % 2 == 1) {
+      // Odd rounds kill inside a save: as soon as this run's temporary appears (0..2 ms on).
+      for (int i = 0; i < 100000 && !has_temporary(dir, own_temp); ++i)
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      std::this_thread::sleep_for(
+          std::chrono::microseconds(std::uniform_int_distribution<>(0, 2000)(gen)));
+    } else {
+      // Even rounds kill at any moment, startup and the resume itself included.
+      std::this_thread::sleep_for(std::chrono::milliseconds(
+          std::uniform_int_distribution<int64_t>(0, 2 * startup.count() + 200)(gen)));
+    }
     REQUIRE(::kill(pid, SIGKILL) == 0);
     int status = 0;
     REQUIRE(::waitpid(pid, &status, 0) == pid);
@@ -112,10 +133,9 @@ TEST_CASE(
     // the next start repairs the latter.
     CHECK(update_of(model) >= update - 1);
     last_update = update;
-    killed_in_save += !temporaries(dir).empty();
+    killed_in_save += has_temporary(dir, own_temp);
   }
-  // About one kill in five lands inside a save (a temporary is left); the rounds go on until
-  // at least 3 have, so the test always covers that case.
+  // Most odd rounds leave their temporary behind: the kill landed inside a save.
   CHECK(killed_in_save >= 3);
   CHECK(last_update > 0);
   // A clean resume: three more updates from the last checkpoint, the unfinished temporaries

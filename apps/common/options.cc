@@ -175,7 +175,7 @@ json read_config_file(const std::string& path, Program program) {
   json j;
   try {
     j = json::parse(text.str());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range (number overflow)
     throw UsageError(str(where, ": not valid JSON (", e.what(), "); fix the file"));
   }
   if (!j.is_object())

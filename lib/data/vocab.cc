@@ -17,7 +17,12 @@ Vocab::Vocab(const std::string& path)
   struct stat st;
   TX_CHECK(::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode), "cannot load vocabulary '", path,
            "': no such file; give the .spm file tx-train wrote beside the model");
-  auto status = sp_->Load(path);
+  sentencepiece::util::Status status;
+  try {
+    status = sp_->Load(path);
+  } catch (const std::exception& e) {  // SentencePiece's trie builder throws on some bad models
+    status = sentencepiece::util::Status(sentencepiece::util::StatusCode::kInternal, e.what());
+  }
   TX_CHECK(status.ok(), "cannot load vocabulary '", path, "': not a SentencePiece model (",
            status.message(), "); give the .spm file tx-train ", "wrote beside the model");
   // Ids are baked into the embeddings: a model with another layout would silently read pad as

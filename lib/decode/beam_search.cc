@@ -107,6 +107,7 @@ std::vector<NBest> BeamSearch::search(const data::SourceBatch& batch) {
     }
   }
 
+  bool same_sentences = false;  // the first reorder fans the sentences out into beams
   for (int64_t t = 0;; ++t) {
     std::vector<int32_t> parents, tokens;
     std::vector<float> scores;
@@ -117,7 +118,12 @@ std::vector<NBest> BeamSearch::search(const data::SourceBatch& batch) {
     }
     const auto R = static_cast<int64_t>(rows.size());
     const auto A = static_cast<int64_t>(active.size());
-    state.reorder(be_.upload(parents, {R}));
+    // While no sentence has left the batch, every row's parent is a beam of its own sentence,
+    // whose cross-attention memory it already holds: only the self-attention caches move.
+    if (same_sentences)
+      state.reorder_within(be_.upload(parents, {R}));
+    else
+      state.reorder(be_.upload(parents, {R}));
 
     Var logits = model_.decode_step(g, state, be_.upload(tokens, {R, 1}), t);
     const Tensor& lp = logits->value;  // [R, V], becomes the candidates' total scores
@@ -166,7 +172,10 @@ std::vector<NBest> BeamSearch::search(const data::SourceBatch& batch) {
         const int32_t row = static_cast<int32_t>(k * beam + top_ids[k * K + c] / V);
         const int32_t token = top_ids[k * K + c] % V;
         if (token == Vocab::kEosId) {
-          finish(s, row, score);
+          // Only an eos among the best `beam` candidates ends a hypothesis (fairseq's and
+          // CTranslate2's rule); a worse one, reached while filling the live rows, is dropped,
+          // or weak endings would fill the finished list and stop the search early.
+          if (c < beam) finish(s, row, score);
         } else {
           Row r{row, token, score, rows[row].ids};
           r.ids.push_back(token);
@@ -187,6 +196,7 @@ std::vector<NBest> BeamSearch::search(const data::SourceBatch& batch) {
     const bool all_done =
         std::all_of(sentences.begin(), sentences.end(), [](const Sentence& s) { return s.done; });
     if (all_done) break;
+    same_sentences = next_active == active;
     rows = std::move(next_rows);
     active = std::move(next_active);
   }

@@ -8,10 +8,11 @@
 //   score (a rank-1 GEMM) -> top-(2 * beam) per sentence over its [beam * V] candidates viewed
 //   as one row (Backend::top_k). Only those 2 * beam values and ids are downloaded.
 // - On the host, a sentence takes candidates best first: one ending in eos becomes a finished
-//   hypothesis, any other continues, until `beam` continue. The state is reordered to the
+//   hypothesis if it is among the best `beam` candidates (else it is dropped), any other
+//   continues, until `beam` continue. The state is reordered to the
 //   parents of the continuing rows. 2 * beam candidates always hold `beam` continuations,
 //   since each row contributes at most one eos candidate.
-// - Stopping (fairseq's rule, not Marian's "best cannot improve"): a sentence is done once it
+// - Stopping (fairseq's and CTranslate2's rule, not Marian's "best cannot improve"): a sentence is done once it
 //   has `beam` finished hypotheses, or at its maximum length, where only eos is allowed. Done
 //   sentences leave the batch: their rows are left out of the next reorder. A later, longer
 //   hypothesis could still score better after length normalisation; the rule trades that for

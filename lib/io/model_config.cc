@@ -210,7 +210,7 @@ ModelConfig ModelConfig::from_json_string(const std::string& text, const std::st
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range (number overflow)
     throw Error(str(where, ": not valid JSON (", e.what(), "); fix or regenerate the config"));
   }
   return from_json(j, where);

@@ -62,7 +62,7 @@ json parse_json(const std::string& path, const std::string& text) {
   json header;
   try {
     header = json::parse(text, callback);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number that overflows
     std::string what = e.what();
     // Drop nlohmann's "[json.exception.parse_error.101] " prefix: keep the message one readable
     // line.

@@ -78,24 +78,39 @@ void DecoderState::grow(int64_t capacity) {
   capacity_ = capacity;
 }
 
-void DecoderState::reorder(const Tensor& index) {
-  TX_CHECK(!in_step_, "DecoderState::reorder inside a step");
-  TX_CHECK(index.defined() && index.dtype() == DType::i32 && index.ndim() == 1,
-           "DecoderState::reorder: index ", index.str(), " must be i32 [new batch]");
+namespace {
+
+// The batch rows `index` of `t` ([B, everything else] seen as B rows), as a new tensor.
+Tensor gather_batch(Backend& be, const Tensor& t, int64_t batch, const Tensor& index) {
   const int64_t rows = index.dim(0);
-  // Each batch row is one row of a [B, everything else] view; gather_rows checks the ids.
-  auto gather = [&](const Tensor& t) {
-    std::vector<int64_t> dims = t.shape().dims();
-    dims[0] = rows;
-    Tensor out = be_->empty(Shape(dims));
-    be_->gather_rows(t.view({batch_, t.numel() / batch_}), index,
-                     out.view({rows, t.numel() / batch_}));
-    return out;
-  };
+  std::vector<int64_t> dims = t.shape().dims();
+  dims[0] = rows;
+  Tensor out = be.empty(Shape(dims));
+  // gather_rows checks the ids.
+  be.gather_rows(t.view({batch, t.numel() / batch}), index, out.view({rows, t.numel() / batch}));
+  return out;
+}
+
+void check_index(const Tensor& index, bool in_step, const char* what) {
+  TX_CHECK(!in_step, "DecoderState::", what, " inside a step");
+  TX_CHECK(index.defined() && index.dtype() == DType::i32 && index.ndim() == 1,
+           "DecoderState::", what, ": index ", index.str(), " must be i32 [new batch]");
+}
+
+}  // namespace
+
+void DecoderState::reorder_caches(const Tensor& index) {
+  for (Tensor& k : keys_) k = gather_batch(*be_, k, batch_, index);
+  for (Tensor& v : values_) v = gather_batch(*be_, v, batch_, index);
+}
+
+void DecoderState::reorder(const Tensor& index) {
+  check_index(index, in_step_, "reorder");
+  const int64_t rows = index.dim(0);
   for (AttentionKV& kv : memory_)
-    kv = {make_var(gather(kv.keys->value)), make_var(gather(kv.values->value))};
-  for (Tensor& k : keys_) k = gather(k);
-  for (Tensor& v : values_) v = gather(v);
+    kv = {make_var(gather_batch(*be_, kv.keys->value, batch_, index)),
+          make_var(gather_batch(*be_, kv.values->value, batch_, index))};
+  reorder_caches(index);
   // gather_rows moves f32 rows; lengths are small integers, exact in f32.
   Tensor lengths = be_->empty({batch_}), picked = be_->empty({rows});
   be_->cast(memory_lengths_, lengths);
@@ -103,6 +118,13 @@ void DecoderState::reorder(const Tensor& index) {
   memory_lengths_ = be_->empty({rows}, DType::i32);
   be_->cast(picked, memory_lengths_);
   batch_ = rows;
+}
+
+void DecoderState::reorder_within(const Tensor& index) {
+  check_index(index, in_step_, "reorder_within");
+  TX_CHECK(index.dim(0) == batch_, "DecoderState::reorder_within: index ", index.str(),
+           " must keep the batch of ", batch_, " rows; use reorder to change it");
+  reorder_caches(index);
 }
 
 }  // namespace tx::nn

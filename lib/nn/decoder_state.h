@@ -52,9 +52,15 @@ class DecoderState {
   // each step to the surviving hypotheses' parents; repeat rows to fan a sentence out into
   // beams; leave rows out when hypotheses finish (B' < B).
   void reorder(const Tensor& index);
+  // reorder() for an index that keeps the batch size and maps every row to a row whose memory
+  // is the same (a beam of the same sentence, after the fan-out): only the self-attention
+  // caches move, the cross-attention memory stays. Beam search's every step, until a sentence
+  // finishes; the caller vouches for the memory (it is not checked).
+  void reorder_within(const Tensor& index);
 
  private:
   void grow(int64_t capacity);
+  void reorder_caches(const Tensor& index);
 
   Backend* be_ = nullptr;
   std::vector<AttentionKV> memory_;    // per layer, [B, heads, S, d_head]
