@@ -6,6 +6,7 @@
 # vary by 15% or more from run to run: compare the two lines of one run.
 #
 # Usage: bench/train_mpi.sh [DATA_DIR] [UPDATES] [BUILD_DIR]
+# (OMP_WAIT_POLICY=PASSIVE from the environment suits a shared machine, as in the recipe.)
 #   DATA_DIR   Multi30k with train.en and train.de (default ../shared/data/multi30k)
 #   UPDATES    updates per configuration (default 60; the first display span is warm-up)
 #   BUILD_DIR  where tx-train was built, with MPI (default build)
@@ -37,6 +38,7 @@ flags=(--config examples/multi30k/config.json --train-sets "$data/train.en" "$da
 
 # Other work on the machine skews the comparison: the load average says how much there was.
 load() { echo "load average $(cut -d' ' -f1-3 /proc/loadavg) $*" >&2; }
+echo "OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset: spinning)}" >&2
 load "before 1 process x 2 threads"
 echo "1 process x 2 threads, --optimizer-delay 2 ..." >&2
 OMP_NUM_THREADS=2 "$train" "${flags[@]}" --after-updates "$updates" --model "$work/one" \
