@@ -1,8 +1,11 @@
 // tx-train: trains a Transformer on parallel text. The work is train::Trainer; this file maps
-// the options onto TrainerOptions.
+// the options onto TrainerOptions. Under mpirun (or srun) every process runs this main() and
+// joins the run's MPI world (train/collective.h): data-parallel training, rank 0 writing.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/registry.h"
@@ -12,6 +15,7 @@
 #include "core/rng.h"
 #include "nn/parameter_summary.h"
 #include "nn/transformer.h"
+#include "train/collective.h"
 #include "train/trainer.h"
 
 namespace {
@@ -39,11 +43,21 @@ std::vector<std::string> pair_of(const Options& options, const std::string& name
   return v;
 }
 
-std::unique_ptr<tx::Backend> backend_of(const Options& options) {
+// The backend --device names. In a data-parallel run, `--device cuda` is cuda:<local rank>
+// (one GPU per process), and --cpu-threads 0 shares this machine's cores among its processes.
+std::unique_ptr<tx::Backend> backend_of(const Options& options,
+                                        const tx::train::Collective* world = nullptr) {
   tx::register_builtin_backends();
   tx::BackendOptions bo;
   bo.threads = static_cast<int>(options.integer("cpu-threads"));
-  return tx::create_backend(options.text("device"), bo);
+  std::string device = options.text("device");
+  if (world && world->local_size() > 1) {
+    if (device == "cuda") device = tx::str("cuda:", world->local_rank());
+    if (bo.threads == 0)
+      bo.threads =
+          std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world->local_size());
+  }
+  return tx::create_backend(device, bo);
 }
 
 // --dry-run: the model the options describe, built for real on --device (so its memory is
@@ -127,11 +141,24 @@ int train(const Options& options) {
   t.quiet = options.log_level() == tx::app::LogLevel::quiet;
   t.handle_signals = true;
 
-  std::unique_ptr<tx::Backend> be = backend_of(options);
-  tx::train::Trainer trainer(*be, t);
-  const tx::train::TrainerResult r = trainer.run();
-  tx::app::detail(options, "updates: ", r.updates, ", epochs: ", r.epochs,
-                  r.early_stopped ? ", stopped early" : "", r.interrupted ? ", interrupted" : "");
+  // Declared before the backend, so that the world (MPI, NCCL) outlives it.
+  std::unique_ptr<tx::train::Collective> world = tx::train::launch_world();
+  try {
+    std::unique_ptr<tx::Backend> be = backend_of(options, world.get());
+    tx::train::use_device(world, *be);
+    t.collective = world.get();
+    tx::train::Trainer trainer(*be, t);
+    const tx::train::TrainerResult r = trainer.run();
+    tx::app::detail(options, "updates: ", r.updates, ", epochs: ", r.epochs,
+                    r.early_stopped ? ", stopped early" : "", r.interrupted ? ", interrupted" : "");
+  } catch (const std::exception& e) {
+    if (world->size() == 1) throw;
+    // The other processes may be waiting in a collective for this one: say why, end them all.
+    std::fprintf(stderr, "tx-train: error: process %d of %d: %s\n", world->rank(), world->size(),
+                 e.what());
+    std::fflush(stderr);
+    world->abort(1);
+  }
   return 0;
 }
 

@@ -1,7 +1,8 @@
 # Sourced by scripts/test and scripts/demo: installs the Debian packages tx builds with,
 # only those missing, quietly when all are present.
 tx_packages=(cmake g++ ccache pkg-config libdnnl-dev ocl-icd-opencl-dev libcli11-dev
-             nlohmann-json3-dev catch2 libsentencepiece-dev sentencepiece)
+             nlohmann-json3-dev catch2 libsentencepiece-dev sentencepiece
+             libopenmpi-dev openmpi-bin)
 
 tx_install_deps() {
   local missing=()

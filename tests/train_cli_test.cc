@@ -11,6 +11,7 @@
 #include "gradient_check.h"
 #include "io/safetensors.h"
 #include "support/programs.h"
+#include "support/train_runs.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -27,31 +28,9 @@ Run tx_average(const TempDir& dir, const std::string& args) {
   return tx::test::run_program(dir, TX_AVERAGE_BIN, args);
 }
 
-// The flags of a tiny run on the reversal corpus (written into `dir` on first use).
-std::string tiny_flags(const TempDir& dir, const std::string& model = "m") {
-  if (!fs::exists(dir.file("train.src")))
-    tx::test::write_reversal_corpus(dir.file("train.src"), dir.file("train.tgt"), 200, 7);
-  return "--train-sets " + dir.file("train.src") + " " + dir.file("train.tgt") + " --model " +
-         dir.file(model) +
-         " --d-model 16 --d-ff 32 --heads 2 --enc-layers 1 --dec-layers 1 --dim-vocabs 30"
-         " --max-tokens 128 --disp-freq 2 --lr-schedule constant --learn-rate 0.001"
-         " --cpu-threads 1 --quiet";
-}
-
-// Every tensor of a safetensors file, by name, as floats.
-std::map<std::string, std::vector<float>> tensors(const std::string& path) {
-  tx::io::SafetensorsReader reader(path);
-  std::map<std::string, std::vector<float>> out;
-  for (const tx::io::TensorEntry& e : reader.entries())
-    if (e.name.rfind("adam.", 0) != 0) out[e.name] = reader.read(e.name).to_floats();
-  return out;
-}
-
-std::string update_of(const std::string& path) {
-  const auto meta = tx::train::read_checkpoint_metadata(path);
-  auto it = meta.find(tx::train::kUpdateKey);
-  return it == meta.end() ? "" : it->second;
-}
+using tx::test::tensors;
+using tx::test::tiny_flags;
+using tx::test::update_of;
 
 // Parameters of the paper's Transformer in closed form: embeddings shared by source, target
 // and output (one V x d table); per encoder layer self-attention (4 d x d + 4 d), the

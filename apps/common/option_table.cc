@@ -247,7 +247,8 @@ std::vector<OptionSpec> make_registry() {
              "Clip the global gradient norm to this; 0 = no clipping", kTrain, training,
              [](const json& v) { return v.get<double>() >= 0 ? "" : "must be 0 or more"; }));
   t.push_back(option("optimizer-delay", OptionType::integer, 1,
-                     "Batches whose gradients are summed per update", kTrain, training, positive));
+                     "Batches whose gradients are summed per update (per process under mpirun)",
+                     kTrain, training, positive));
   t.push_back(option("after-epochs", OptionType::integer, 0,
                      "Stop after this many epochs; 0 = no limit", kTrain, training, non_negative));
   t.push_back(option("after-updates", OptionType::integer, 0,

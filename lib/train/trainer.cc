@@ -76,10 +76,22 @@ void require_file(const std::string& path, const std::string& what) {
   check_readable_file(path, what);
 }
 
-// The vocabulary at `path`, trained there from `inputs` first when the file does not exist.
+// A batch k of an update with several batches draws its dropout masks from counter
+// start + k * kDropoutStride, so that the process that runs it in a data-parallel run draws
+// the masks one process with --optimizer-delay draws (it cannot know how many numbers the
+// batches before k took). 2^36 numbers per batch is far beyond any batch's dropout; 2^28
+// batches fit before the 64-bit counter wraps.
+constexpr uint64_t kDropoutStride = uint64_t(1) << 36;
+
+// The vocabulary at `path`, trained there from `inputs` first when the file does not exist
+// and `may_train` (rank 0 of a data-parallel run trains it; the others read its file).
 data::Vocab vocab_at(const std::string& path, const std::vector<std::string>& inputs,
-                     const TrainerOptions& o) {
+                     const TrainerOptions& o, bool may_train, bool quiet) {
   std::error_code ec;
+  if (!may_train)
+    TX_CHECK(fs::exists(path, ec), "vocabulary '", path,
+             "' that rank 0 trained is not visible to this process; put --model (and "
+             "--vocabs) on a file system that every process of the run sees");
   if (!fs::exists(path, ec)) {
     const std::string suffix = ".spm";
     TX_CHECK(path.size() > suffix.size() &&
@@ -93,7 +105,7 @@ data::Vocab vocab_at(const std::string& path, const std::vector<std::string>& in
     vo.hard_vocab_limit = false;  // a small corpus gives a smaller vocabulary, not an error
     vo.seed = o.seed;
     data::VocabTrainResult r = data::train_vocab(vo);
-    if (!o.quiet)
+    if (!quiet)
       log("trained vocabulary ", r.model_path, ": ", grouped(r.size), " pieces from ",
           grouped(r.sampled), " lines");
   }
@@ -144,6 +156,11 @@ Trainer::Trainer(Backend& be, TrainerOptions options) : be_(be), options_(std::m
 
 TrainerResult Trainer::run() {
   const TrainerOptions& o = options_;
+  std::unique_ptr<Collective> alone;
+  Collective& world = o.collective ? *o.collective : *(alone = single_process());
+  const int ranks = world.size(), rank = world.rank();
+  const bool writer = rank == 0;  // the one process that writes files and logs
+  const bool quiet = o.quiet || !writer;
   // A file-size limit must surface as a failed write (tx::Error), not kill the process.
   std::signal(SIGXFSZ, SIG_IGN);
 
@@ -186,13 +203,21 @@ TrainerResult Trainer::run() {
   }
   const bool joint_vocab = src_vocab_path == tgt_vocab_path;
   std::unique_ptr<data::Vocab> src_vocab, tgt_vocab_own;
-  if (joint_vocab) {
-    src_vocab =
-        std::make_unique<data::Vocab>(vocab_at(src_vocab_path, {o.train_src, o.train_tgt}, o));
-  } else {
-    src_vocab = std::make_unique<data::Vocab>(vocab_at(src_vocab_path, {o.train_src}, o));
-    tgt_vocab_own = std::make_unique<data::Vocab>(vocab_at(tgt_vocab_path, {o.train_tgt}, o));
-  }
+  auto load_vocabs = [&]() {
+    if (joint_vocab) {
+      src_vocab = std::make_unique<data::Vocab>(
+          vocab_at(src_vocab_path, {o.train_src, o.train_tgt}, o, writer, quiet));
+    } else {
+      src_vocab =
+          std::make_unique<data::Vocab>(vocab_at(src_vocab_path, {o.train_src}, o, writer, quiet));
+      tgt_vocab_own =
+          std::make_unique<data::Vocab>(vocab_at(tgt_vocab_path, {o.train_tgt}, o, writer, quiet));
+    }
+  };
+  // Trained once, by rank 0; the others read its files once it is done.
+  if (writer) load_vocabs();
+  world.barrier();
+  if (!writer) load_vocabs();
   const data::Vocab& tgt_vocab = joint_vocab ? *src_vocab : *tgt_vocab_own;
 
   // ---- model config -------------------------------------------------------------------------
@@ -209,7 +234,7 @@ TrainerResult Trainer::run() {
   corpus_options.max_src_tokens = corpus_options.max_tgt_tokens = config.max_length - 1;
   const data::ParallelCorpus corpus =
       data::load_parallel_corpus(o.train_src, o.train_tgt, *src_vocab, tgt_vocab, corpus_options);
-  if (!o.quiet) log("training data: ", corpus.stats().summary(corpus_options));
+  if (!quiet) log("training data: ", corpus.stats().summary(corpus_options));
   data::BatcherOptions batcher_options;
   batcher_options.max_tokens = o.max_tokens;
   batcher_options.max_sentences = o.max_sentences;
@@ -247,9 +272,12 @@ TrainerResult Trainer::run() {
   int64_t epoch_sentences = 0;                      // "Sen." counts within the epoch
   TrainerResult result;
   const std::string ckpt = checkpoint_path(o.model_dir);
-  if (const int stale = io::remove_stale_temporaries(o.model_dir); stale > 0 && !o.quiet)
-    log("removed ", stale, " unfinished file", stale == 1 ? "" : "s",
-        " of an interrupted earlier run from ", o.model_dir);
+  // The writer's files only: another process removing them could race rank 0's next save.
+  if (writer) {
+    if (const int stale = io::remove_stale_temporaries(o.model_dir); stale > 0 && !quiet)
+      log("removed ", stale, " unfinished file", stale == 1 ? "" : "s",
+          " of an interrupted earlier run from ", o.model_dir);
+  }
   if (fs::exists(ckpt, ec)) {
     state = load_checkpoint(ckpt, be_, config, params, adam);
     TX_CHECK(state.data_position.size() == 3, "checkpoint '", ckpt,
@@ -258,22 +286,30 @@ TrainerResult Trainer::run() {
     epoch_sentences = state.data_position[2];
     if (validate && state.early_stopping.validations > 0) stopper.restore(state.early_stopping);
     result.resumed = true;
-    if (!o.quiet)
+    if (!quiet)
       log("resuming from ", ckpt, " at update ", grouped(state.update), ", epoch ",
           state.epoch + 1);
   }
   Graph graph(be_, GraphOptions{true, true, state.rng_seed, true});
   graph.rng().set_counter(state.rng_counter);
-  if (!o.quiet)
+  if (!quiet)
     log("model: ", grouped(params.numel()), " parameters, vocabularies ",
         grouped(config.src_vocab_size), "/", grouped(config.tgt_vocab_size), "; learning rate ",
         schedule.describe(), "; device ", be_.name());
+  const int64_t batches_per_update = int64_t(ranks) * o.optimizer_delay;
+  if (!quiet && ranks > 1)
+    log("data parallel: ", world.describe(), "; an update is ", ranks, " x ", o.optimizer_delay,
+        " batches");
 
-  std::ofstream json_log(log_path(o.model_dir), std::ios::app);
-  TX_CHECK(json_log, "cannot open '", log_path(o.model_dir),
-           "' for appending; check the "
-           "model directory's permissions");
+  std::ofstream json_log;
+  if (writer) {
+    json_log.open(log_path(o.model_dir), std::ios::app);
+    TX_CHECK(json_log, "cannot open '", log_path(o.model_dir),
+             "' for appending; check the "
+             "model directory's permissions");
+  }
   auto write_json = [&](const nlohmann::json& j) {
+    if (!writer) return;
     json_log << j.dump() << '\n';
     json_log.flush();
     TX_CHECK(json_log, "writing '", log_path(o.model_dir), "' failed (disk full?)");
@@ -282,6 +318,7 @@ TrainerResult Trainer::run() {
   // The model files of the weights as they are now: model.safetensors, and the snapshot
   // --keep-last keeps (older ones beyond the newest keep_last removed). Each names its update.
   auto save_models = [&]() {
+    if (!writer) return;
     const std::map<std::string, std::string> meta = {{kUpdateKey, std::to_string(state.update)}};
     save_model(model_path(o.model_dir), be_, config, params, meta);
     if (o.keep_last <= 0) return;
@@ -296,12 +333,12 @@ TrainerResult Trainer::run() {
     state.data_position = {pos.epoch, pos.batch, epoch_sentences};
     state.rng_counter = graph.rng().counter();
     state.early_stopping = stopper.state();
-    save_checkpoint(ckpt, be_, config, params, adam, state);
+    if (writer) save_checkpoint(ckpt, be_, config, params, adam, state);
     save_models();
   };
   // After a crash between the checkpoint's rename and the model's, model.safetensors is one
   // save behind the checkpoint: put the checkpoint's weights there before going on.
-  if (result.resumed) {
+  if (result.resumed && writer) {
     std::string model_update;
     try {
       const auto meta = read_checkpoint_metadata(model_path(o.model_dir));
@@ -312,7 +349,7 @@ TrainerResult Trainer::run() {
     const bool snapshot_missing =
         o.keep_last > 0 && !fs::exists(snapshot_path(o.model_dir, state.update), ec);
     if (model_update != std::to_string(state.update) || snapshot_missing) {
-      if (!o.quiet)
+      if (!quiet)
         log(model_path(o.model_dir), " is not the checkpoint's update ", state.update,
             "; writing the checkpoint's weights there");
       save_models();
@@ -370,23 +407,69 @@ TrainerResult Trainer::run() {
       if (o.after_epochs > 0 && batcher.position().epoch >= o.after_epochs) return false;
       if (batcher.next(batch)) return true;
       epoch_sentences = 0;
-      if (!o.quiet) log("Ep. ", batcher.position().epoch, " : finished");
+      if (!quiet) log("Ep. ", batcher.position().epoch, " : finished");
     }
   };
 
-  double span_cost = 0;
+  // Several batches per update (processes or --optimizer-delay): the gradients are views of
+  // one flat buffer, so that one all-reduce sums them all; two floats after them carry this
+  // process's loss and its stop request. With --optimizer-delay, each batch after a process's
+  // first is back-propagated apart, into `scratch`, and then added to the sum: the update's
+  // gradients are then per-batch sums added together, the same bits whether the batches ran
+  // in one process (--optimizer-delay 2) or two (mpirun -np 2), and only rounding apart for
+  // other splits.
+  const int64_t n_grads = params.numel();
+  const bool flat_grads = batches_per_update > 1;
+  Tensor flat, scratch;
+  std::vector<Tensor> sum_views, scratch_views;
+  auto views_of = [&](const Tensor& buffer) {
+    std::vector<Tensor> views;
+    int64_t offset = 0;
+    for (const auto& item : params.items()) {
+      const Tensor& w = item.second->value;
+      views.push_back(buffer.slice(offset, offset + w.numel()).view(w.shape()));
+      offset += w.numel();
+    }
+    return views;
+  };
+  auto bind_grads = [&](const std::vector<Tensor>& views) {
+    for (size_t i = 0; i < views.size(); ++i) params.items()[i].second->grad = views[i];
+  };
+  if (flat_grads) {
+    flat = be_.zeros({n_grads + 2});
+    sum_views = views_of(flat);
+    bind_grads(sum_views);
+    if (o.optimizer_delay > 1) {
+      scratch = be_.zeros({n_grads});
+      scratch_views = views_of(scratch);
+    }
+  }
+
+  double span_cost = 0, span_reduce_secs = 0;
   int64_t span_tokens = 0, span_words = 0, span_updates = 0;
   auto span_start = Clock::now();
   double lr = 0;
   bool done = false;
   while (!done) {
     if (o.after_updates > 0 && state.update >= o.after_updates) break;
-    int64_t tokens = 0;
-    for (int64_t k = 0; k < o.optimizer_delay; ++k) {
+    int64_t tokens = 0;  // target tokens of all the update's batches, every process's
+    double update_cost = 0;
+    const uint64_t rng_start = graph.rng().counter();
+    int64_t ran = 0;  // batches this process ran in this update
+    for (int64_t k = 0; k < batches_per_update; ++k) {
       if (!fetch()) {
         done = true;
         break;
       }
+      const int64_t t = batch.tgt_tokens();
+      tokens += t;
+      span_tokens += t;
+      span_words += t;
+      epoch_sentences += batch.size;
+      if (k % ranks != rank) continue;  // another process's batch
+      if (flat_grads) graph.rng().set_counter(rng_start + uint64_t(k) * kDropoutStride);
+      const bool apart = ran++ > 0;  // back-propagated into scratch, then added (see above)
+      if (apart) bind_grads(scratch_views);
       graph.reset();
       Var logits = model.forward(graph, be_.upload(batch.src, {batch.size, batch.src_len}),
                                  be_.upload(batch.src_lengths, {batch.size}),
@@ -394,25 +477,45 @@ TrainerResult Trainer::run() {
       Var loss = nn::label_smoothed_loss(graph, logits,
                                          be_.upload(batch.tgt_out, {batch.size, batch.tgt_len}),
                                          config.label_smoothing, data::Vocab::kPadId);
-      span_cost += be_.download<float>(loss->value)[0];
+      update_cost += be_.download<float>(loss->value)[0];
       graph.backward(loss);
       graph.reset();
-      const int64_t t = batch.tgt_tokens();
-      tokens += t;
-      span_tokens += t;
-      span_words += t;
-      epoch_sentences += batch.size;
+      if (apart) {
+        bind_grads(sum_views);
+        be_.axpy(1.0f, scratch, flat.slice(0, n_grads));
+        be_.fill(scratch, 0.0f);
+      }
     }
-    if (tokens == 0) break;
+    if (flat_grads)
+      graph.rng().set_counter(rng_start + uint64_t(batches_per_update) * kDropoutStride);
+    if (tokens == 0) break;  // the same on every process: they all read every batch
+    bool stop = false;
+    if (ranks > 1) {
+      // A signal may reach some processes only: they stop together after this update.
+      const float tail[2] = {float(update_cost), signals.stop_requested() ? 1.0f : 0.0f};
+      const Tensor tail_slots = flat.slice(n_grads, n_grads + 2);
+      be_.copy_from_host(tail, tail_slots);
+      const auto reduce_start = Clock::now();
+      world.all_reduce_sum(be_, flat);
+      span_reduce_secs += std::chrono::duration<double>(Clock::now() - reduce_start).count();
+      float summed[2];
+      be_.copy_to_host(tail_slots, summed);
+      update_cost = summed[0];
+      stop = summed[1] > 0;
+    }
+    span_cost += update_cost;
 
     lr = schedule(state.update + 1);
     const AdamStepInfo info = adam.step(float(lr), 1.0f / float(tokens));
-    params.zero_grad(be_);
+    if (flat_grads)
+      be_.fill(flat, 0.0f);
+    else
+      params.zero_grad(be_);
     ++state.update;
     ++span_updates;
-    if (info.skipped && !o.quiet)
+    if (info.skipped && !quiet)
       log("update ", grouped(state.update), ": gradient norm is not finite; update skipped");
-    if (!o.quiet && stderr_is_terminal()) {
+    if (!quiet && stderr_is_terminal()) {
       const double secs = std::chrono::duration<double>(Clock::now() - span_start).count();
       std::string eta;
       if (o.after_updates > 0 && secs > 0)
@@ -428,27 +531,29 @@ TrainerResult Trainer::run() {
       const double cost = span_cost / double(std::max<int64_t>(span_tokens, 1));
       const int64_t epoch = batcher.position().epoch + 1;
       const double wps = secs > 0 ? double(span_words) / secs : 0;
-      if (!o.quiet)
+      if (!quiet)
         log("Ep. ", epoch, " : Up. ", grouped(state.update), " : Sen. ", grouped(epoch_sentences),
             " : Cost ", fixed(cost, 2), " : Time ", fixed(secs, 1),
             "s : ", grouped(int64_t(std::llround(wps))), " words/s : L.r. ", scientific(lr));
-      write_json({{"type", "train"},
-                  {"epoch", epoch},
-                  {"update", state.update},
-                  {"sentences", epoch_sentences},
-                  {"cost", cost},
-                  {"time_s", secs},
-                  {"words_per_s", wps},
-                  {"lr", lr}});
+      nlohmann::json j = {{"type", "train"},        {"epoch", epoch},
+                          {"update", state.update}, {"sentences", epoch_sentences},
+                          {"cost", cost},           {"time_s", secs},
+                          {"words_per_s", wps},     {"lr", lr}};
+      // Seconds in the gradient all-reduce, waiting for the slowest process included.
+      if (ranks > 1) j["allreduce_s"] = span_reduce_secs;
+      write_json(j);
       result.costs.push_back(cost);
       result.last_cost = cost;
-      span_cost = 0;
+      span_cost = span_reduce_secs = 0;
       span_tokens = span_words = span_updates = 0;
       span_start = Clock::now();
     }
 
     if (validate && state.update % o.valid_freq == 0) {
-      const Validation v = run_validation();
+      // Rank 0 validates; every process takes its score, so all stop early together.
+      Validation v;
+      if (writer) v = run_validation();
+      world.broadcast(&v, sizeof v, 0);
       const double score = score_of(v, stopper.metric());
       const bool best = stopper.update(score);
       result.last_valid_ce = v.ce;
@@ -465,14 +570,14 @@ TrainerResult Trainer::run() {
         line += " : bleu : " + fixed(v.bleu, 2);
       }
       line += best ? " : new best" : str(" : stalled ", stopper.stalled(), " times");
-      if (!o.quiet) log(line);
+      if (!quiet) log(line);
       write_json(j);
-      if (best)
+      if (best && writer)
         save_model(
             (fs::path(o.model_dir) / ("model.best-" + stopper.metric() + ".safetensors")).string(),
             be_, config, params);
       if (stopper.should_stop()) {
-        if (!o.quiet)
+        if (!quiet)
           log("early stopping: ", stopper.metric(), " did not improve in ", stopper.stalled(),
               " validations");
         result.early_stopped = true;
@@ -482,8 +587,11 @@ TrainerResult Trainer::run() {
 
     if (state.update % o.save_freq == 0) save();
     if (o.after_update) o.after_update(state.update);
-    if (signals.stop_requested()) {
-      if (!o.quiet) log("stopping on signal ", int(g_stop_signal), ": saving a checkpoint");
+    if (ranks > 1 ? stop : signals.stop_requested()) {
+      if (!quiet)
+        log(g_stop_signal ? str("stopping on signal ", int(g_stop_signal))
+                          : std::string("stopping on a signal to another process"),
+            ": saving a checkpoint");
       result.interrupted = true;
       done = true;
     }
@@ -491,7 +599,7 @@ TrainerResult Trainer::run() {
 
   progress_done();
   save();
-  if (!o.quiet)
+  if (!quiet)
     log("training finished at update ", grouped(state.update), "; saved ", ckpt, " and ",
         model_path(o.model_dir));
   result.updates = state.update;

@@ -19,6 +19,16 @@
 // from the checkpoint before training, so the two never disagree once the run is going. Every
 // valid_freq updates the validation set is scored (cross-entropy per target token, perplexity,
 // optionally BLEU) and early stopping consulted.
+//
+// Data parallel (options.collective with P processes, e.g. `mpirun -np P tx-train`): every
+// process reads the same corpus in the same shuffled order and holds the same model; an update
+// is P x optimizer_delay batches, of which process r runs batches r, r + P, r + 2P, ...; one
+// all-reduce sums the gradients (one flat buffer) and the processes' losses, and every process
+// makes the same Adam step with grad_scale = 1 / the target tokens of all the batches. That is
+// the update one process makes with optimizer_delay P x D, to float rounding: batch k of an
+// update draws its dropout masks from counter (start + k * 2^36) in both. Rank 0 alone trains
+// vocabularies (the others wait and read them), validates, logs and writes files; a resume
+// may use another P, as long as P x optimizer_delay stays the same to continue the same run.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +39,7 @@
 
 #include "backend/backend.h"
 #include "io/model_config.h"
+#include "train/collective.h"
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
 
@@ -72,6 +83,8 @@ struct TrainerOptions {
   bool handle_signals = false;
   // Called after every update with the number of updates done (tests inject crashes here).
   std::function<void(int64_t update)> after_update;
+  // The processes of a data-parallel run (see above); null: this process alone.
+  Collective* collective = nullptr;
 };
 
 struct TrainerResult {

@@ -1,0 +1,43 @@
+#include "train/collective.h"
+
+#include <cstdlib>
+#include <string>
+
+namespace tx::train {
+namespace {
+
+class SingleProcess final : public Collective {
+ public:
+  int size() const override { return 1; }
+  int rank() const override { return 0; }
+  int local_rank() const override { return 0; }
+  int local_size() const override { return 1; }
+  void all_reduce_sum(Backend&, const Tensor&) override {}
+  void broadcast(void*, size_t, int) override {}
+  void barrier() override {}
+  void abort(int) override {}
+  std::string describe() const override { return "1 process"; }
+};
+
+// A positive count from the environment variable `name`; 0 when unset or not a number.
+int env_count(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return 0;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  return (*end == '\0' && n > 0 && n < (1L << 30)) ? int(n) : 0;
+}
+
+}  // namespace
+
+std::unique_ptr<Collective> single_process() {
+  return std::make_unique<SingleProcess>();
+}
+
+int launched_processes() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+    if (const int n = env_count(name)) return n;
+  return 1;
+}
+
+}  // namespace tx::train
