@@ -339,3 +339,21 @@ TEST_CASE("tx-score: model scores are the teacher-forced log-probs, in input ord
     CHECK_THAT(too_long.err, Contains("line 7"));
   }
 }
+
+TEST_CASE("tx-translate bounds OpenMP spinning unless the user chose a policy",
+          "[apps][translate]") {
+  Fixture f;
+  std::ofstream(f.dir.file("in.txt")) << "das Haus\n";
+  const std::string args = f.model_args() + " --verbose -i " + f.dir.file("in.txt");
+  // No setting: the program re-executes itself with GOMP_SPINCOUNT=10000 before libgomp loads.
+  Run bounded =
+      run(f.dir, "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT " + std::string(TX_TRANSLATE_BIN), args);
+  CHECK(bounded.status == 0);
+  CHECK_THAT(bounded.err, Contains("OpenMP idle threads: GOMP_SPINCOUNT=10000"));
+  // The user's choice stands.
+  Run chosen = run(
+      f.dir, "env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=active " + std::string(TX_TRANSLATE_BIN), args);
+  CHECK(chosen.status == 0);
+  CHECK_THAT(chosen.err, Contains("OpenMP idle threads: OMP_WAIT_POLICY=active"));
+  CHECK(chosen.out == bounded.out);
+}

@@ -2,7 +2,9 @@
 // stack trace or a partial output on stdout.
 #include <cstdio>
 
+#include "common/app_log.h"
 #include "common/command_line.h"
+#include "common/openmp_wait.h"
 #include "core/log.h"
 
 namespace tx::app {
@@ -10,12 +12,14 @@ namespace tx::app {
 int run_main(Program program, const std::string& description, int argc, char** argv,
              const std::function<int(const Options&)>& body) {
   const char* name = program_name(program);
+  if (program != kAverage) bound_openmp_spinning(argv);  // tx-average runs no OpenMP loop
   try {
     ParseResult parsed = parse_command_line(program, description, argc, argv);
     if (parsed.finished) {
       std::fputs(parsed.text.c_str(), stdout);
       return 0;
     }
+    if (program != kAverage) detail(parsed.options, "OpenMP idle threads: ", openmp_wait_setting());
     return body(parsed.options);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "%s: error: %s\n", name, e.what());
