@@ -9,7 +9,13 @@ namespace tx::app {
 void bound_openmp_spinning(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
   if (::setenv("GOMP_SPINCOUNT", "10000", 0) != 0) return;
-  ::execv("/proc/self/exe", argv);  // returns only on failure: go on as we are
+  // The binary's own path, not /proc/self/exe: the process name comes from the path executed,
+  // and `pgrep tx-train` or `killall tx-train` must keep finding it.
+  char path[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) return;
+  path[n] = '\0';
+  ::execv(path, argv);  // returns only on failure: go on as we are
 }
 
 std::string openmp_wait_setting() {
