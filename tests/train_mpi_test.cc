@@ -81,6 +81,19 @@ std::vector<nlohmann::json> train_log(const std::string& path) {
   return lines;
 }
 
+// Two runs' train logs: 10 display lines each, at the same updates and sentences, with the
+// same costs (summed in float over the ranks: equal to rounding).
+void check_same_losses(const std::vector<nlohmann::json>& a, const std::vector<nlohmann::json>& b) {
+  REQUIRE(a.size() == 10);
+  REQUIRE(b.size() == 10);
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO("log line " << i);
+    CHECK(b[i].at("update") == a[i].at("update"));
+    CHECK(b[i].at("sentences") == a[i].at("sentences"));
+    CHECK(b[i].at("cost").get<double>() == Approx(a[i].at("cost").get<double>()).epsilon(1e-6));
+  }
+}
+
 // Every tensor of the two files holds the same bits.
 void require_same_tensors(const std::string& a, const std::string& b) {
   const auto ta = tensors(a), tb = tensors(b);
@@ -185,14 +198,9 @@ TEST_CASE("mpirun -np 2 tx-train makes the model of one tx-train --optimizer-del
   // in float over the ranks: equal to rounding) and the words/s of both ranks' batches.
   const auto log_one = train_log(dir.file("one/train.log.jsonl"));
   const auto log_two = train_log(dir.file("two/train.log.jsonl"));
-  REQUIRE(log_one.size() == 10);
-  REQUIRE(log_two.size() == 10);
+  check_same_losses(log_one, log_two);
   for (size_t i = 0; i < log_one.size(); ++i) {
     INFO("log line " << i);
-    CHECK(log_two[i].at("update") == log_one[i].at("update"));
-    CHECK(log_two[i].at("sentences") == log_one[i].at("sentences"));
-    CHECK(log_two[i].at("cost").get<double>() ==
-          Approx(log_one[i].at("cost").get<double>()).epsilon(1e-6));
     CHECK(log_two[i].contains("allreduce_s"));
     CHECK_FALSE(log_one[i].contains("allreduce_s"));
   }
@@ -229,15 +237,7 @@ TEST_CASE("resume across world sizes: mpirun -np 2 continued by tx-train --optim
   // The same data position, dropout stream and Adam state: the same losses, the same model.
   const auto log_whole = train_log(dir.file("whole/train.log.jsonl"));
   const auto log_split = train_log(dir.file("split/train.log.jsonl"));
-  REQUIRE(log_whole.size() == 10);
-  REQUIRE(log_split.size() == 10);
-  for (size_t i = 0; i < log_whole.size(); ++i) {
-    INFO("log line " << i);
-    CHECK(log_split[i].at("update") == log_whole[i].at("update"));
-    CHECK(log_split[i].at("sentences") == log_whole[i].at("sentences"));
-    CHECK(log_split[i].at("cost").get<double>() ==
-          Approx(log_whole[i].at("cost").get<double>()).epsilon(1e-6));
-  }
+  check_same_losses(log_whole, log_split);
   require_same_tensors(dir.file("whole/model.safetensors"), dir.file("split/model.safetensors"));
 
   // A resume with another update size is allowed, and trains on from the same point.
