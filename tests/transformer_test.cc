@@ -372,8 +372,11 @@ TEMPLATE_TEST_CASE("transformer loss backward: finite differences for every kind
       gc.run_backward();
       for (const auto& item : params.items()) {
         // The loss of four layers carries ~1e-6 of float noise: ~1e-3 in a difference at
-        // the smallest step.
-        tx::test::GradReport rep = gc.compare(item.second, 1e-2, 8, 2e-2, /*atol=*/2e-3);
+        // the smallest step, so a tensor of 8 checked elements with |fd| ~0.03 sees relative
+        // L2 errors of 1-1.5% from noise alone (measured on an idle Zen 3); a wrong gradient
+        // is off by tens of percent.
+        tx::test::GradReport rep =
+            gc.compare(item.second, 1e-2, 8, 2e-2, /*atol=*/2e-3, /*rel_l2_max=*/3e-2);
         INFO(item.first << ": " << rep.str());
         CHECK(rep.ok);
       }
