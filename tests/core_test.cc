@@ -362,6 +362,32 @@ TEST_CASE("core Rng: determinism, ranges, counters and moments", "[core]") {
   }
   CHECK(std::fabs(sum / n - 0.5) < 0.005);
 
+  // dropout_uniform: the same properties, and no visible correlation between neighbours (the
+  // lag-1 correlation of 100k draws, on both sides of a 2^32 boundary where the key changes).
+  CHECK(tx::dropout_uniform(7, 123) != tx::dropout_uniform(7, 124));
+  CHECK(tx::dropout_uniform(7, 123) != tx::dropout_uniform(8, 123));
+  for (uint64_t start : {uint64_t(0), (uint64_t(1) << 32) - uint64_t(n / 2)}) {
+    double s1 = 0, s2 = 0, lag = 0;
+    float prev = 0;
+    for (int i = 0; i < n; ++i) {
+      float u = tx::dropout_uniform(42, start + uint64_t(i));
+      REQUIRE(u >= 0.0f);
+      REQUIRE(u < 1.0f);
+      REQUIRE(u * 16777216.0f == std::floor(u * 16777216.0f));
+      s1 += u;
+      s2 += double(u) * u;
+      if (i > 0) lag += double(u) * prev;
+      prev = u;
+    }
+    const double mean = s1 / n, var = s2 / n - mean * mean;
+    CHECK(std::fabs(mean - 0.5) < 0.005);
+    CHECK(std::fabs(var - 1.0 / 12) < 0.002);
+    CHECK(std::fabs((lag / (n - 1) - mean * mean) / var) < 0.02);
+  }
+  // The keyed form is the same function with the key hoisted.
+  CHECK(tx::dropout_uniform_keyed(tx::dropout_key(3, (uint64_t(5) << 32) + 9), 9) ==
+        tx::dropout_uniform(3, (uint64_t(5) << 32) + 9));
+
   tx::Rng a(5), b(5), c(6);
   std::vector<float> sa, sb, sc;
   for (int i = 0; i < 100; ++i) {

@@ -1,4 +1,5 @@
 // Elementwise operators: bias, residual add, axpy, scale, ReLU, dropout, positions.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -64,25 +65,50 @@ void CpuBackend::relu_backward_impl(const Tensor& dy, const Tensor& y, const Ten
 
 namespace {
 // out[i] (+)= in[i] * keep_i / (1 - p); the mask is a pure function of (seed, offset + i).
-void apply_dropout(const float* in, float p, uint64_t seed, uint64_t offset, float* out, int64_t n,
-                   bool accumulate) {
+// Blocks whose indices share their high 32 bits (all but one in 2^32) take the key once and run
+// a loop of 32-bit integer math that the compiler vectorises.
+template <bool kAccumulate>
+void apply_dropout(const float* in, float p, uint64_t seed, uint64_t offset, float* out,
+                   int64_t n) {
   const float keep_scale = 1.0f / (1.0f - p);
+  constexpr int64_t kBlock = 4096;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for if (n >= kElementwiseGrain)
-  for (int64_t i = 0; i < n; ++i) {
-    float v = math::dropout_value(in[i], seed, offset + static_cast<uint64_t>(i), p, keep_scale);
-    out[i] = accumulate ? out[i] + v : v;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t begin = b * kBlock, end = std::min(n, begin + kBlock);
+    const uint64_t first = offset + static_cast<uint64_t>(begin);
+    const uint64_t last = offset + static_cast<uint64_t>(end - 1);
+    if ((first >> 32) != (last >> 32)) {
+      for (int64_t i = begin; i < end; ++i) {
+        const float v =
+            math::dropout_value(in[i], seed, offset + static_cast<uint64_t>(i), p, keep_scale);
+        out[i] = kAccumulate ? out[i] + v : v;
+      }
+      continue;
+    }
+    const uint32_t key = dropout_key(seed, first);
+    const uint32_t low = static_cast<uint32_t>(first);
+    const float* src = in + begin;
+    float* dst = out + begin;
+    const int64_t len = end - begin;
+#pragma omp simd
+    for (int64_t j = 0; j < len; ++j) {
+      const float v =
+          math::dropout_value_keyed(src[j], key, low + static_cast<uint32_t>(j), p, keep_scale);
+      dst[j] = kAccumulate ? dst[j] + v : v;
+    }
   }
 }
 }  // namespace
 
 void CpuBackend::dropout_impl(const Tensor& x, float p, uint64_t seed, uint64_t offset,
                               const Tensor& y) {
-  apply_dropout(x.data<float>(), p, seed, offset, y.data<float>(), x.numel(), false);
+  apply_dropout<false>(x.data<float>(), p, seed, offset, y.data<float>(), x.numel());
 }
 
 void CpuBackend::dropout_backward_impl(const Tensor& dy, float p, uint64_t seed, uint64_t offset,
                                        const Tensor& dx) {
-  apply_dropout(dy.data<float>(), p, seed, offset, dx.data<float>(), dy.numel(), true);
+  apply_dropout<true>(dy.data<float>(), p, seed, offset, dx.data<float>(), dy.numel());
 }
 
 void CpuBackend::add_positions_impl(const Tensor& x, int64_t start, const Tensor& y) {

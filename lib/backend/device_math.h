@@ -14,7 +14,7 @@
 
 #include "core/dtype.h"
 #include "core/half.h"  // TX_HOST_DEVICE, f16/bf16/i32 conversions
-#include "core/rng.h"   // uniform01
+#include "core/rng.h"   // dropout_uniform
 
 namespace tx::math {
 
@@ -94,16 +94,21 @@ TX_HOST_DEVICE inline float smoothed_grad(float logit, float log_z, float unifor
 
 // ---- dropout ------------------------------------------------------------------------------------
 
-// Whether element `index` survives: uniform01(seed, index) >= p (core/rng.h), the same bits on
-// every device.
-TX_HOST_DEVICE inline bool dropout_keep(uint64_t seed, uint64_t index, float p) {
-  return uniform01(seed, index) >= p;
-}
-
+// Element `index` survives when dropout_uniform(seed, index) >= p (core/rng.h): the same bits on
+// every device. The keyed form takes dropout_key(seed, index) and the index's low 32 bits, so a
+// loop over indices that share their high bits computes the key once.
 // x * keep / (1 - p) given keep_scale = 1 / (1 - p).
+TX_HOST_DEVICE inline float dropout_value_keyed(float x, uint32_t key, uint32_t index_low, float p,
+                                                float keep_scale) {
+  // A multiply by a selected scale, not a branch, so loops vectorise; a dropped inf or NaN stays
+  // NaN (visible to the non-finite gradient check) instead of becoming 0.
+  const float scale = dropout_uniform_keyed(key, index_low) >= p ? keep_scale : 0.0f;
+  return x * scale;
+}
 TX_HOST_DEVICE inline float dropout_value(float x, uint64_t seed, uint64_t index, float p,
                                           float keep_scale) {
-  return dropout_keep(seed, index, p) ? x * keep_scale : 0.0f;
+  return dropout_value_keyed(x, dropout_key(seed, index), static_cast<uint32_t>(index), p,
+                             keep_scale);
 }
 
 // ---- sinusoidal positions -----------------------------------------------------------------------

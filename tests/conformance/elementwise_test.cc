@@ -237,10 +237,10 @@ TEMPLATE_TEST_CASE("relu backward: finite differences, accumulates into dx", "[e
 // ---- dropout ----------------------------------------------------------------------------------
 
 namespace {
-// The documented mask: keep_i = uniform01(seed, offset + i) >= p.
+// The documented mask: keep_i = dropout_uniform(seed, offset + i) >= p.
 std::vector<bool> dropout_mask(size_t n, float p, uint64_t seed, uint64_t offset) {
   std::vector<bool> keep(n);
-  for (size_t i = 0; i < n; ++i) keep[i] = tx::uniform01(seed, offset + i) >= p;
+  for (size_t i = 0; i < n; ++i) keep[i] = tx::dropout_uniform(seed, offset + i) >= p;
   return keep;
 }
 }  // namespace
@@ -256,8 +256,9 @@ TEMPLATE_TEST_CASE("dropout forward: p=0 is the identity", "[dropout]", TX_BACKE
   }
 }
 
-TEMPLATE_TEST_CASE("dropout forward: mask is uniform01(seed, offset+i) >= p, kept scaled 1/(1-p)",
-                   "[dropout]", TX_BACKENDS) {
+TEMPLATE_TEST_CASE(
+    "dropout forward: mask is dropout_uniform(seed, offset+i) >= p, kept scaled 1/(1-p)",
+    "[dropout]", TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);
   struct Case {
     Shape shape;
@@ -267,7 +268,10 @@ TEMPLATE_TEST_CASE("dropout forward: mask is uniform01(seed, offset+i) >= p, kep
   for (const Case& c :
        {Case{{7, 33}, 0.3f, 1, 0}, Case{{1, 1}, 0.5f, 2, 17}, Case{{33, 65}, 0.1f, 42, 1000},
         Case{{3, 5, 7}, 0.9f, 7, 5}, Case{{4, 1001}, 0.3f, 0xdeadbeefcafeull, 123456789012ull},
-        Case{{37, 1031}, 0.2f, 3, 99}}) {
+        Case{{37, 1031}, 0.2f, 3, 99},
+        // Across a 2^32 boundary of the index, where the key changes: small and parallel sizes.
+        Case{{3, 1001}, 0.3f, 9, (1ull << 32) - 1500},
+        Case{{40, 1000}, 0.3f, 5, (1ull << 33) - 20000}}) {
     size_t n = c.shape.numel();
     // Nonzero inputs, so a zero output means "dropped".
     std::vector<float> x = random_away_from_zero(n, 71, 0.25f, 2.0f);
