@@ -204,10 +204,10 @@ TEST_CASE("cuda oracle: transformer-base forward and backward agree with the cpu
     if (!vc->grad.defined()) continue;
     // A ReLU input within rounding of 0 may sit on either side on the two devices (their
     // GEMMs round differently); at this size that happens in some draws of the dropout masks
-    // (graph seed 8 here: one unit of decoder layer 5's fc1, while its fc2 and the norms above
-    // agree). The flip changes a row of that fc1 gradient by up to 30x the elementwise tolerance,
-    // and every gradient below it by ~2x, but no tensor's relative L2 error exceeded 0.31%; a wrong
-    // kernel is off by tens of percent.
+    // (graph seed 8 instead of 5: one unit of decoder layer 5's fc1, while its fc2 and the norms
+    // above agree). The flip changes a row of that fc1 gradient by up to 30x the elementwise
+    // tolerance, and every gradient below it by ~2x, but no tensor's relative L2 error exceeded
+    // 0.31%; a wrong kernel is off by tens of percent.
     check_close(pc.items()[i].first + " gradient", be.cuda->download<float>(vg->grad),
                 be.cpu->download<float>(vc->grad), 1e-3, 1e-6, /*kink_l2=*/1e-2);
   }

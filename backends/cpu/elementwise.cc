@@ -65,38 +65,35 @@ void CpuBackend::relu_backward_impl(const Tensor& dy, const Tensor& y, const Ten
 
 namespace {
 // out[i] (+)= in[i] * keep_i / (1 - p); the mask is a pure function of (seed, offset + i).
-// Blocks whose indices share their high 32 bits (all but one in 2^32) take the key once and run
-// a loop of 32-bit integer math that the compiler vectorises.
+// Each block runs a loop of 32-bit integer math that the compiler vectorises, with the key taken
+// once per run of indices that share their high 32 bits (a block crossing 2^32 runs twice).
 template <bool kAccumulate>
 void apply_dropout(const float* in, float p, uint64_t seed, uint64_t offset, float* out,
                    int64_t n) {
   const float keep_scale = 1.0f / (1.0f - p);
+  const auto run = [&](int64_t begin, int64_t end) {
+    const uint64_t first = offset + static_cast<uint64_t>(begin);
+    const uint32_t key = dropout_key(seed, first);
+    const uint32_t low = static_cast<uint32_t>(first);
+#pragma omp simd
+    for (int64_t j = 0; j < end - begin; ++j) {
+      const float v = math::dropout_value_keyed(in[begin + j], key, low + static_cast<uint32_t>(j),
+                                                p, keep_scale);
+      out[begin + j] = kAccumulate ? out[begin + j] + v : v;
+    }
+  };
   constexpr int64_t kBlock = 4096;
   const int64_t blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for if (n >= kElementwiseGrain)
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t begin = b * kBlock, end = std::min(n, begin + kBlock);
+    // The first element whose index has the next high 32 bits, relative to the block.
     const uint64_t first = offset + static_cast<uint64_t>(begin);
-    const uint64_t last = offset + static_cast<uint64_t>(end - 1);
-    if ((first >> 32) != (last >> 32)) {
-      for (int64_t i = begin; i < end; ++i) {
-        const float v =
-            math::dropout_value(in[i], seed, offset + static_cast<uint64_t>(i), p, keep_scale);
-        out[i] = kAccumulate ? out[i] + v : v;
-      }
-      continue;
-    }
-    const uint32_t key = dropout_key(seed, first);
-    const uint32_t low = static_cast<uint32_t>(first);
-    const float* src = in + begin;
-    float* dst = out + begin;
-    const int64_t len = end - begin;
-#pragma omp simd
-    for (int64_t j = 0; j < len; ++j) {
-      const float v =
-          math::dropout_value_keyed(src[j], key, low + static_cast<uint32_t>(j), p, keep_scale);
-      dst[j] = kAccumulate ? dst[j] + v : v;
-    }
+    const uint64_t to_boundary = (((first >> 32) + 1) << 32) - first;
+    const int64_t split =
+        to_boundary < static_cast<uint64_t>(end - begin) ? begin + int64_t(to_boundary) : end;
+    run(begin, split);
+    if (split < end) run(split, end);
   }
 }
 }  // namespace

@@ -73,8 +73,8 @@ class Backend {
   void scale(const Tensor& x, float alpha, const Tensor& y);    // y = alpha * x
   void relu(const Tensor& x, const Tensor& y);                  // y = max(x, 0)
   void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx);  // dx += dy * (y > 0)
-  // y = x * keep / (1 - p), keep_i = dropout_uniform(seed, offset + i) >= p (core/rng.h), so the mask
-  // is recomputed in the backward pass and equal on every backend.
+  // y = x * keep / (1 - p), keep_i = dropout_uniform(seed, offset + i) >= p (core/rng.h), so the
+  // mask is recomputed in the backward pass and equal on every backend.
   void dropout(const Tensor& x, float p, uint64_t seed, uint64_t offset, const Tensor& y);
   void dropout_backward(const Tensor& dy, float p, uint64_t seed, uint64_t offset,
                         const Tensor& dx);

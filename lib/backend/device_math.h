@@ -94,10 +94,10 @@ TX_HOST_DEVICE inline float smoothed_grad(float logit, float log_z, float unifor
 
 // ---- dropout ------------------------------------------------------------------------------------
 
-// Element `index` survives when dropout_uniform(seed, index) >= p (core/rng.h): the same bits on
-// every device. The keyed form takes dropout_key(seed, index) and the index's low 32 bits, so a
-// loop over indices that share their high bits computes the key once.
-// x * keep / (1 - p) given keep_scale = 1 / (1 - p).
+// x * keep / (1 - p) given keep_scale = 1 / (1 - p), where element `index` is kept when
+// dropout_uniform(seed, index) >= p (core/rng.h): the same bits on every device. The keyed form
+// takes dropout_key(seed, index) and the index's low 32 bits, so a loop over indices that share
+// their high bits computes the key once.
 TX_HOST_DEVICE inline float dropout_value_keyed(float x, uint32_t key, uint32_t index_low, float p,
                                                 float keep_scale) {
   // A multiply by a selected scale, not a branch, so loops vectorise; a dropped inf or NaN stays
