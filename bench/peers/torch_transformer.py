@@ -1,0 +1,185 @@
+"""A PyTorch model of tx's Transformer, for timing training side by side (a peer, not a product).
+
+The paper's post-norm Transformer with tx's choices: one embedding table shared by source,
+target and the output projection (no output bias), embeddings scaled by sqrt(d_model), tx's
+sinusoidal table ([sin, cos] interleaved by pair, positions from 0), no final LayerNorm,
+label-smoothed cross-entropy summed over target tokens and divided by their count, Adam
+(0.9, 0.98, 1e-9) with fairseq's inverse-sqrt schedule. The layers are PyTorch's own
+nn.TransformerEncoderLayer / nn.TransformerDecoderLayer (norm_first=False, ReLU): what a
+PyTorch user would write.
+
+Batches are cut as tx-train cuts them (data/batcher.cc): within windows of --maxi-batch x
+--max-tokens tokens, pairs sorted by max(source + eos, bos + target) and cut greedily so that
+rows x the widest row stays within --max-tokens; whole batches shuffled.
+
+Usage: torch_transformer.py --spm VOCAB.spm --src train.en --tgt train.de --updates 60
+       [--warmup-updates 10] [--threads 2] [--max-tokens 4096] ... ; prints one JSON line.
+"""
+import argparse
+import json
+import math
+import random
+import resource
+import sys
+import time
+
+import sentencepiece as spm
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+PAD, BOS, EOS = 0, 2, 3  # tx's special ids (data/vocab.h)
+
+
+def position_table(length, d):
+    # tx's table (nn/transformer.cc): even columns sin, odd columns cos of pos / 10000^(2i/d).
+    pos = torch.arange(length, dtype=torch.float64)[:, None]
+    i = torch.arange(0, d, 2, dtype=torch.float64)[None, :]
+    angle = pos / torch.pow(10000.0, i / d)
+    table = torch.zeros(length, d, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(angle)
+    table[:, 1::2] = torch.cos(angle)
+    return table.float()
+
+
+class Transformer(nn.Module):
+    def __init__(self, vocab, d_model, heads, d_ff, enc_layers, dec_layers, dropout, max_len=512):
+        super().__init__()
+        self.d_model = d_model
+        self.embed = nn.Embedding(vocab, d_model)
+        nn.init.normal_(self.embed.weight, std=d_model ** -0.5)
+        enc = nn.TransformerEncoderLayer(d_model, heads, d_ff, dropout, batch_first=True)
+        dec = nn.TransformerDecoderLayer(d_model, heads, d_ff, dropout, batch_first=True)
+        self.encoder = nn.TransformerEncoder(enc, enc_layers, enable_nested_tensor=False)
+        self.decoder = nn.TransformerDecoder(dec, dec_layers)
+        self.drop = nn.Dropout(dropout)
+        self.register_buffer("positions", position_table(max_len, d_model))
+
+    def embed_at(self, ids):
+        x = self.embed(ids) * math.sqrt(self.d_model) + self.positions[: ids.shape[1]]
+        return self.drop(x)
+
+    def forward(self, src, tgt_in):
+        src_pad = src == PAD
+        memory = self.encoder(self.embed_at(src), src_key_padding_mask=src_pad)
+        t = tgt_in.shape[1]
+        causal = torch.triu(torch.full((t, t), float("-inf")), diagonal=1)
+        h = self.decoder(self.embed_at(tgt_in), memory, tgt_mask=causal,
+                         tgt_key_padding_mask=tgt_in == PAD, memory_key_padding_mask=src_pad)
+        return h @ self.embed.weight.t()
+
+
+def batches(src_ids, tgt_ids, max_tokens, maxi_batch, seed):
+    """Yields (src, tgt_in, tgt_out) tensors forever, epoch after epoch, as tx's Batcher cuts."""
+    cost = [max(len(s) + 1, len(t) + 1) for s, t in zip(src_ids, tgt_ids)]
+    rng = random.Random(seed)
+    while True:
+        order = list(range(len(cost)))
+        rng.shuffle(order)
+        cut = []
+        begin = 0
+        while begin < len(order):
+            end, tokens = begin, 0
+            while end < len(order) and (end == begin or tokens + cost[order[end]] <= maxi_batch * max_tokens):
+                tokens += cost[order[end]]
+                end += 1
+            window = sorted(order[begin:end], key=lambda i: cost[i])
+            rows, width, start = [], 0, 0
+            for k, i in enumerate(window):
+                w = max(width, cost[i])
+                if rows and (len(rows) + 1) * w > max_tokens:
+                    cut.append(rows)
+                    rows, w = [], cost[i]
+                rows.append(i)
+                width = w
+            if rows:
+                cut.append(rows)
+            begin = end
+        rng.shuffle(cut)
+        for rows in cut:
+            ls = max(len(src_ids[i]) + 1 for i in rows)
+            lt = max(len(tgt_ids[i]) + 1 for i in rows)
+            src = torch.full((len(rows), ls), PAD, dtype=torch.long)
+            tin = torch.full((len(rows), lt), PAD, dtype=torch.long)
+            tout = torch.full((len(rows), lt), PAD, dtype=torch.long)
+            for r, i in enumerate(rows):
+                s, t = src_ids[i] + [EOS], tgt_ids[i]
+                src[r, : len(s)] = torch.tensor(s)
+                tin[r, : len(t) + 1] = torch.tensor([BOS] + t)
+                tout[r, : len(t) + 1] = torch.tensor(t + [EOS])
+            yield src, tin, tout
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--spm", required=True)
+    ap.add_argument("--src", required=True)
+    ap.add_argument("--tgt", required=True)
+    ap.add_argument("--updates", type=int, default=60)
+    ap.add_argument("--warmup-updates", type=int, default=10, help="not timed")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--max-tokens", type=int, default=4096)
+    ap.add_argument("--maxi-batch", type=int, default=100)
+    ap.add_argument("--max-length", type=int, default=100)
+    ap.add_argument("--d-model", type=int, default=256)
+    ap.add_argument("--d-ff", type=int, default=1024)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--enc-layers", type=int, default=3)
+    ap.add_argument("--dec-layers", type=int, default=3)
+    ap.add_argument("--dropout", type=float, default=0.1)
+    ap.add_argument("--label-smoothing", type=float, default=0.1)
+    ap.add_argument("--learn-rate", type=float, default=1e-3)
+    ap.add_argument("--lr-warmup", type=int, default=800)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    sp = spm.SentencePieceProcessor(model_file=args.spm)
+    src_ids, tgt_ids = [], []
+    with open(args.src) as fs, open(args.tgt) as ft:
+        for s, t in zip(fs, ft):
+            a, b = sp.encode(s.strip()), sp.encode(t.strip())
+            if 0 < len(a) < args.max_length and 0 < len(b) < args.max_length:
+                src_ids.append(a)
+                tgt_ids.append(b)
+
+    model = Transformer(sp.get_piece_size(), args.d_model, args.heads, args.d_ff,
+                        args.enc_layers, args.dec_layers, args.dropout)
+    model.train()
+    opt = torch.optim.Adam(model.parameters(), lr=args.learn_rate, betas=(0.9, 0.98), eps=1e-9)
+    warm = args.lr_warmup
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda step: min((step + 1) / warm, math.sqrt(warm / (step + 1))))
+
+    feed = batches(src_ids, tgt_ids, args.max_tokens, args.maxi_batch, args.seed)
+    timed_tokens, timed_secs, cost = 0, 0.0, 0.0
+    for update in range(args.updates):
+        src, tin, tout = next(feed)
+        start = time.perf_counter()
+        logits = model(src, tin)
+        tokens = int((tout != PAD).sum())
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tout.reshape(-1),
+                               ignore_index=PAD, label_smoothing=args.label_smoothing,
+                               reduction="sum")
+        opt.zero_grad(set_to_none=True)
+        (loss / tokens).backward()
+        opt.step()
+        sched.step()
+        secs = time.perf_counter() - start
+        cost = float(loss) / tokens
+        if update >= args.warmup_updates:
+            timed_tokens += tokens
+            timed_secs += secs
+        print(f"torch: update {update + 1}: {tokens} target tokens, {secs:.2f} s, cost {cost:.3f}",
+              file=sys.stderr)
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"peer": "pytorch " + torch.__version__, "updates": args.updates,
+                      "timed_updates": args.updates - args.warmup_updates,
+                      "target_tokens_per_s": timed_tokens / max(timed_secs, 1e-9),
+                      "tokens_per_update": timed_tokens / max(args.updates - args.warmup_updates, 1),
+                      "last_cost": cost, "peak_rss_mb": rss_mb}))
+
+
+if __name__ == "__main__":
+    main()
