@@ -155,7 +155,7 @@ TEST_CASE("core Tensor: empty tensors still get storage", "[core]") {
 TEST_CASE("core Arena: aligned, non-overlapping, reset reuses the same blocks", "[core]") {
   auto alloc = std::make_shared<CountingAllocator>();
   {
-    tx::Arena arena(alloc, 4096);
+    tx::Arena arena(alloc, 8192);  // room for all of them: sizes round up to 512 bytes or more
     std::vector<Tensor> ts;
     for (int64_t n : {1, 7, 33, 100, 200, 3, 500}) ts.push_back(arena.allocate({n}, DType::f32));
     for (size_t i = 0; i < ts.size(); ++i) {
@@ -168,8 +168,8 @@ TEST_CASE("core Arena: aligned, non-overlapping, reset reuses the same blocks", 
       }
     }
     int blocks = alloc->allocations;
-    CHECK(blocks >= 1);
-    CHECK(arena.reserved_bytes() >= 4096);
+    CHECK(blocks == 1);
+    CHECK(arena.reserved_bytes() >= 8192);
     CHECK(arena.used_bytes() >= (1 + 7 + 33 + 100 + 200 + 3 + 500) * 4);
     void* first = ts[0].raw();
 
@@ -188,6 +188,33 @@ TEST_CASE("core Arena: aligned, non-overlapping, reset reuses the same blocks", 
   }
   CHECK(alloc->live_bytes == 0);
   CHECK(alloc->deallocations == alloc->allocations);
+}
+
+TEST_CASE("core Arena: a tensor freed within its step is recycled, one freed after reset is not",
+          "[core]") {
+  auto alloc = std::make_shared<CountingAllocator>();
+  tx::Arena arena(alloc, 1 << 20);
+  void* freed;
+  {
+    Tensor a = arena.allocate({1000}, DType::f32);
+    freed = a.raw();
+  }
+  const size_t used = arena.used_bytes();
+  Tensor b = arena.allocate({1000}, DType::f32);  // the same rounded size: a's memory again
+  CHECK(b.raw() == freed);
+  CHECK(arena.used_bytes() == used);
+  Tensor c = arena.allocate({1000}, DType::f32);  // a's memory is taken: new memory
+  CHECK(c.raw() != freed);
+  CHECK(arena.used_bytes() > used);
+  Tensor other = arena.allocate({3000}, DType::f32);  // another size never gets a's block
+  CHECK(other.raw() != freed);
+
+  arena.reset();
+  b = Tensor();  // freed after its step: must not be handed out beside the bump allocation
+  Tensor d = arena.allocate({1000}, DType::f32);
+  Tensor e = arena.allocate({1000}, DType::f32);
+  CHECK(d.raw() != e.raw());
+  CHECK(arena.used_bytes() >= 2 * 1000 * sizeof(float));
 }
 
 // ---- CachingAllocator ---------------------------------------------------------------------------
@@ -469,17 +496,20 @@ TEST_CASE("core registry: the cpu backend is created by name", "[core][registry]
 TEST_CASE("core Arena: a step that spills over blocks is coalesced into one at reset", "[core]") {
   auto alloc = std::make_shared<CountingAllocator>();
   tx::Arena arena(alloc, 4096);
-  // Three 3000-byte tensors cannot share a 4096-byte block: three blocks.
-  for (int i = 0; i < 3; ++i) arena.allocate({750}, DType::f32);
+  // Three 3000-byte tensors (3072 rounded), all alive, cannot share a 4096-byte block.
+  std::vector<Tensor> live;
+  for (int i = 0; i < 3; ++i) live.push_back(arena.allocate({750}, DType::f32));
   CHECK(alloc->allocations == 3);
+  live.clear();
   arena.reset();
-  // One block now holds the peak (3 x 3008 aligned bytes) with room to spare.
+  // One block now holds the peak (3 x 3072 rounded bytes) with room to spare.
   CHECK(alloc->deallocations == 3);
   CHECK(alloc->allocations == 4);
-  CHECK(arena.reserved_bytes() >= 3 * 3008);
+  CHECK(arena.reserved_bytes() >= 3 * 3072);
   const int before = alloc->allocations;
   for (int step = 0; step < 5; ++step) {
-    for (int n : {750, 700, 740}) arena.allocate({n}, DType::f32);
+    for (int n : {750, 700, 740}) live.push_back(arena.allocate({n}, DType::f32));
+    live.clear();
     arena.reset();
   }
   CHECK(alloc->allocations == before);  // steady state: no new blocks for varying shapes

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/error.h"
+
 namespace tx {
 
 namespace {
@@ -11,15 +13,51 @@ size_t align_up(size_t n) {
 }
 }  // namespace
 
+// The owner of a step's tensors: their frees come back to the arena while the step lasts.
+class Arena::Recycler : public Allocator {
+ public:
+  Recycler(Arena* arena, Device device) : arena_(arena), device_(device) {}
+  void* allocate(size_t) override {
+    TX_CHECK(false, "Arena: tensors are allocated through Arena::allocate");
+    return nullptr;
+  }
+  void deallocate(void* p, size_t bytes) override {
+    if (arena_) arena_->recycle(p, bytes);
+  }
+  Device device() const override { return device_; }
+  void retire() { arena_ = nullptr; }  // its step is over: later frees are ignored
+
+ private:
+  Arena* arena_;
+  Device device_;
+};
+
 Arena::Arena(std::shared_ptr<Allocator> allocator, size_t block_bytes)
-    : allocator_(std::move(allocator)), block_bytes_(block_bytes) {}
+    : allocator_(std::move(allocator)),
+      recycler_(std::make_shared<Recycler>(this, allocator_->device())),
+      block_bytes_(block_bytes) {}
 
 Arena::~Arena() {
+  recycler_->retire();
   for (Block& b : blocks_) allocator_->deallocate(b.data, b.bytes);
 }
 
+void Arena::recycle(void* p, size_t bytes) {
+  free_[bytes].push_back(p);
+}
+
 Tensor Arena::allocate(const Shape& shape, DType dtype) {
-  size_t bytes = align_up(static_cast<size_t>(shape.numel()) * size_of(dtype));
+  // Rounded as the caching allocator rounds, so that the slightly different shapes of one
+  // step (source and target lengths) share recycled blocks.
+  const size_t bytes = align_up(CachingAllocator::round_size(
+      std::max<size_t>(1, static_cast<size_t>(shape.numel()) * size_of(dtype))));
+  auto it = free_.find(bytes);
+  if (it != free_.end() && !it->second.empty()) {
+    void* p = it->second.back();
+    it->second.pop_back();
+    return Tensor(std::make_shared<Storage>(p, bytes, recycler_->device(), recycler_), shape,
+                  dtype);
+  }
   while (current_ < blocks_.size() && offset_ + bytes > blocks_[current_].bytes) {
     ++current_;
     offset_ = 0;
@@ -32,10 +70,13 @@ Tensor Arena::allocate(const Shape& shape, DType dtype) {
   void* p = static_cast<char*>(blocks_[current_].data) + offset_;
   offset_ += bytes;
   used_ += bytes;
-  return Tensor::borrow(p, shape, dtype, allocator_->device());
+  return Tensor(std::make_shared<Storage>(p, bytes, recycler_->device(), recycler_), shape, dtype);
 }
 
 void Arena::reset() {
+  recycler_->retire();
+  recycler_ = std::make_shared<Recycler>(this, allocator_->device());
+  free_.clear();
   peak_ = std::max(peak_, used_);
   if (blocks_.size() > 1) {
     for (Block& b : blocks_) allocator_->deallocate(b.data, b.bytes);

@@ -1,6 +1,7 @@
 // Arena: bump allocation of a step's activations from a few large blocks, rewound per step.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -8,8 +9,11 @@
 
 namespace tx {
 
-// Tensors handed out are borrowed: they stay valid until reset() or the arena's destruction.
-// Blocks are kept across resets, so a steady-state step allocates nothing.
+// Tensors handed out stay valid until reset() or the arena's destruction. One freed before
+// then (its last handle dropped) is recycled: a later request of the same rounded size in the
+// same step gets its memory, so the backward pass reuses the activations it has finished with
+// for gradients. A tensor freed after the reset that ended its step is ignored. Blocks are kept
+// across resets, so a steady-state step allocates nothing.
 class Arena {
  public:
   explicit Arena(std::shared_ptr<Allocator> allocator, size_t block_bytes = size_t(64) << 20);
@@ -23,14 +27,20 @@ class Arena {
   // steps of varying shapes stop growing the arena once the largest has been seen.
   void reset();
   size_t reserved_bytes() const;
+  // Bytes bump-allocated in this step (recycled requests add nothing): the step's high-water mark.
   size_t used_bytes() const { return used_; }
 
  private:
+  class Recycler;
   struct Block {
     void* data;
     size_t bytes;
   };
+  void recycle(void* p, size_t bytes);
+
   std::shared_ptr<Allocator> allocator_;
+  std::shared_ptr<Recycler> recycler_;               // owner of this step's tensors
+  std::map<size_t, std::vector<void*>> free_;       // freed in this step, by rounded size
   size_t block_bytes_;
   std::vector<Block> blocks_;
   size_t current_ = 0;  // index of the block being filled
