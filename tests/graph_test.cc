@@ -266,6 +266,85 @@ TEMPLATE_TEST_CASE("graph: dropout is the identity when not training and replays
   for (int64_t i = 0; i < n; ++i) CHECK(gx[i] == Approx(h1[i] == 0.0f ? 0.0 : 1.0 / 0.7));
 }
 
+TEMPLATE_TEST_CASE(
+    "graph: relu_dropout equals relu then dropout, forward and backward, bit for bit", "[graph]",
+    TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  tx::Rng rng(12);
+  const int64_t n = 5000;
+  std::vector<float> xh = random_normal(rng, n), dyh = random_normal(rng, n);
+  auto run = [&](bool fused, std::vector<float>& y, std::vector<float>& dx) {
+    Graph g(*be, GraphOptions{true, true, /*seed=*/7});
+    Var x = input(*be, xh, {n});
+    Var out =
+        fused ? tx::ops::relu_dropout(g, x, 0.3f) : tx::ops::dropout(g, tx::ops::relu(g, x), 0.3f);
+    g.backward(out, be->upload(dyh, {n}));
+    y = be->download<float>(out->value);
+    dx = be->download<float>(x->grad);
+  };
+  std::vector<float> y1, dx1, y2, dx2;
+  run(false, y1, dx1);
+  run(true, y2, dx2);
+  CHECK(y1 == y2);
+  CHECK(dx1 == dx2);
+  // Against plain loops: dx = dy / 0.7 where the output is positive, else 0.
+  int kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (y2[i] > 0) {
+      ++kept;
+      CHECK(y2[i] == Approx(xh[i] / 0.7f));
+      CHECK(dx2[i] == Approx(dyh[i] / 0.7f));
+    } else {
+      CHECK(dx2[i] == 0.0f);
+    }
+  }
+  CHECK(kept == Approx(0.5 * 0.7 * n).margin(0.05 * n));
+
+  Graph eval(*be, GraphOptions{true, false});
+  Var x = input(*be, xh, {n});
+  auto r = be->download<float>(tx::ops::relu_dropout(eval, x, 0.3f)->value);
+  for (int64_t i = 0; i < n; ++i) CHECK(r[i] == std::max(xh[i], 0.0f));
+}
+
+TEMPLATE_TEST_CASE("graph: release frees a value no backward reads and keeps the gradient flowing",
+                   "[graph]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  tx::Rng rng(13);
+  std::vector<float> xh = random_normal(rng, 24), wh = random_normal(rng, 20);
+  auto run = [&](bool released, std::vector<float>& dx, std::vector<float>& dw) {
+    Graph g(*be);
+    Var x = input(*be, xh, {2, 3, 4});
+    Var w = input(*be, wh, {5, 4});
+    Var h = tx::ops::linear(g, x, w, nullptr);  // linear's backward reads x and w, not h
+    Var y = tx::ops::relu(g, tx::ops::scale(g, h, 3.0f));
+    if (released) {
+      tx::ops::release(g, h);
+      CHECK_FALSE(h->value.defined());
+      CHECK(h->value.shape() == tx::Shape{2, 3, 5});  // the gradient still gets its shape
+      // What a backward reads stays: linear's input, relu's output, parameters.
+      tx::ops::release(g, x);
+      tx::ops::release(g, y);
+      CHECK(x->value.defined());
+      CHECK(y->value.defined());
+      // A forward that reads a released value is an error, not a crash.
+      CHECK_THROWS_WITH(tx::ops::scale(g, h, 1.0f), Catch::Contains("ops::release"));
+    }
+    g.backward(tx::ops::sum(g, y));
+    dx = be->download<float>(x->grad);
+    dw = be->download<float>(w->grad);
+  };
+  std::vector<float> dx1, dw1, dx2, dw2;
+  run(false, dx1, dw1);
+  run(true, dx2, dw2);
+  CHECK(dx1 == dx2);
+  CHECK(dw1 == dw2);
+
+  Graph inference(*be, GraphOptions{false, false});
+  Var v = input(*be, xh, {24}, false);
+  tx::ops::release(inference, v);  // nothing records: a value dies with its last handle
+  CHECK(v->value.defined());
+}
+
 TEMPLATE_TEST_CASE("graph: reshape shares the value and passes the gradient through", "[graph]",
                    TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);

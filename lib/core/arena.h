@@ -39,8 +39,8 @@ class Arena {
   void recycle(void* p, size_t bytes);
 
   std::shared_ptr<Allocator> allocator_;
-  std::shared_ptr<Recycler> recycler_;               // owner of this step's tensors
-  std::map<size_t, std::vector<void*>> free_;       // freed in this step, by rounded size
+  std::shared_ptr<Recycler> recycler_;         // owner of this step's tensors
+  std::map<size_t, std::vector<void*>> free_;  // freed in this step, by rounded size
   size_t block_bytes_;
   std::vector<Block> blocks_;
   size_t current_ = 0;  // index of the block being filled

@@ -16,6 +16,9 @@ Var Graph::output(const Shape& shape, bool requires_grad) {
 }
 
 bool Graph::recording(std::initializer_list<const Var*> inputs) const {
+  for (const Var* v : inputs)
+    TX_CHECK(!*v || (*v)->value.defined(),
+             "graph: an op read an activation whose value ops::release had freed");
   if (!options_.grad) return false;
   for (const Var* v : inputs)
     if (*v && (*v)->requires_grad) return true;
@@ -60,7 +63,13 @@ void Graph::replay() {
   // Taken out first: if a closure throws, a retried backward must not replay any of them twice.
   std::vector<Backward> tape = std::move(tape_);
   tape_.clear();
-  for (size_t i = tape.size(); i-- > 0;) tape[i](*this);
+  // Each closure is destroyed once run: the activations and gradients only it still holds are
+  // freed as the replay goes down, so the step's peak is not every activation plus every
+  // activation gradient.
+  for (size_t i = tape.size(); i-- > 0;) {
+    tape[i](*this);
+    tape[i] = nullptr;
+  }
 }
 
 void Graph::reset() {

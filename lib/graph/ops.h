@@ -28,6 +28,15 @@ Var dropout(Graph& g, const Var& x, float p);
 Var add_positions(Graph& g, const Var& x, int64_t start = 0);
 // The same elements seen with another shape (same element count).
 Var reshape(Graph& g, const Var& x, const Shape& shape);
+// dropout(relu(x), p) in one op whose backward reads only its output: a kept element is
+// positive exactly where relu passed it, so dx = dy / (1 - p) where y > 0. relu(x) when not
+// training or p == 0.
+Var relu_dropout(Graph& g, const Var& x, float p);
+// Frees x's value while its gradient can still flow: for an activation the forward will not
+// read again and no backward reads (an op whose backward reads a value marks it, and then
+// release leaves it alone, as it leaves parameters). x keeps its shape. Without gradient
+// recording it does nothing: a value is freed with its last handle then.
+void release(Graph& g, const Var& x);
 
 // ---- attention (ops_attention.cc) -----------------------------------------------------------
 // softmax(scale * x) over the last dim of x [B, ..., Tq, Tk]; key_lengths (i32 [B], optional)

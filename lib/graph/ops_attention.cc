@@ -8,6 +8,7 @@ Var softmax(Graph& g, const Var& x, float scale, const Tensor& key_lengths, bool
   Var y = g.output(x->value.shape(), rec);
   g.backend().softmax(x->value, scale, key_lengths, causal, y->value);
   // Masked keys have y == 0, so softmax_backward gives them no gradient without the mask.
+  if (rec) y->value_needed = true;
   if (rec)
     g.record([x, y, scale](Graph& g) {
       if (y->grad.defined()) g.backend().softmax_backward(y->value, y->grad, scale, g.grad(x));

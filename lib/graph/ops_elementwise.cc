@@ -34,6 +34,7 @@ Var relu(Graph& g, const Var& x) {
   const bool rec = g.recording({&x});
   Var y = g.output(x->value.shape(), rec);
   g.backend().relu(x->value, y->value);
+  if (rec) y->value_needed = true;
   if (rec)
     g.record([x, y](Graph& g) {
       if (y->grad.defined()) g.backend().relu_backward(y->grad, y->value, g.grad(x));
@@ -53,6 +54,31 @@ Var dropout(Graph& g, const Var& x, float p) {
       if (y->grad.defined()) g.backend().dropout_backward(y->grad, p, seed, offset, g.grad(x));
     });
   return y;
+}
+
+Var relu_dropout(Graph& g, const Var& x, float p) {
+  if (!g.training() || p == 0.0f) return relu(g, x);
+  const uint64_t seed = g.rng().seed();
+  const uint64_t offset = g.rng().take(static_cast<uint64_t>(x->value.numel()));
+  const bool rec = g.recording({&x});
+  Var y = g.output(x->value.shape(), rec);
+  g.backend().relu(x->value, y->value);
+  g.backend().dropout(y->value, p, seed, offset, y->value);
+  if (rec) y->value_needed = true;
+  if (rec)
+    g.record([x, y, p](Graph& g) {
+      if (!y->grad.defined()) return;
+      // dy is this op's alone and dead after it: scaled in place. The same products as
+      // dropout_backward's, so the gradient equals the two separate ops' bit for bit.
+      g.backend().scale(y->grad, 1.0f / (1.0f - p), y->grad);
+      g.backend().relu_backward(y->grad, y->value, g.grad(x));
+    });
+  return y;
+}
+
+void release(Graph& g, const Var& x) {
+  if (!g.grad_enabled() || !x || x->persistent || x->value_needed) return;
+  x->value = Tensor(nullptr, x->value.shape(), x->value.dtype());
 }
 
 Var add_positions(Graph& g, const Var& x, int64_t start) {

@@ -12,6 +12,7 @@ Var layer_norm(Graph& g, const Var& x, const Var& gamma, const Var& beta, float 
   Tensor mean = g.alloc({xv.shape().rows()});
   Tensor rstd = g.alloc({xv.shape().rows()});
   g.backend().layer_norm(xv, gamma->value, beta->value, eps, y->value, mean, rstd);
+  if (rec) x->value_needed = true;
   if (rec)
     g.record([x, gamma, beta, y, mean, rstd](Graph& g) {
       if (!y->grad.defined()) return;

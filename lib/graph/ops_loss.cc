@@ -13,6 +13,7 @@ Var cross_entropy(Graph& g, const Var& logits, const Tensor& targets, float smoo
   Tensor nll_rows;
   if (nll) nll_rows = *nll = g.alloc({rows});
   g.backend().cross_entropy(lv, targets, smoothing, ignore_index, losses->value, nll_rows);
+  if (rec) logits->value_needed = true;
   if (rec)
     g.record([logits, targets, smoothing, ignore_index, losses](Graph& g) {
       if (losses->grad.defined())

@@ -21,6 +21,7 @@ Var linear(Graph& g, const Var& x, const Var& w, const Var& b) {
   be.gemm(xv.view({rows, in}), false, wv, true, y2);
   if (b) be.add_bias(y2, b->value, y2);
 
+  if (rec) x->value_needed = true;  // the weight gradient reads it
   if (rec)
     g.record([x, w, b, y, rows, in, out](Graph& g) {
       if (!y->grad.defined()) return;
@@ -65,6 +66,7 @@ Var matmul(Graph& g, const Var& a, bool trans_a, const Var& b, bool trans_b, flo
   // Backend::gemm checks the inner dimensions and names the shapes when they differ.
   be.gemm(as_batched(av), trans_a, as_batched(bv), trans_b, as_batched(c->value), alpha, 0.0f);
 
+  if (rec) a->value_needed = b->value_needed = true;
   if (rec)
     g.record([a, b, c, trans_a, trans_b, alpha](Graph& g) {
       if (!c->grad.defined()) return;

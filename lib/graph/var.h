@@ -15,6 +15,8 @@ struct Node {
   // Parameters: grad lives in ordinary device memory (never the step arena) and keeps
   // accumulating over backward passes until ParameterSet::zero_grad.
   bool persistent = false;
+  // Set by an op whose backward reads this value: ops::release then leaves it alone.
+  bool value_needed = false;
 };
 
 // Shared so that the tape keeps the activations its backward kernels need alive.

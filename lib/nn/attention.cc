@@ -20,21 +20,33 @@ Var MultiHeadAttention::forward(Graph& g, const Var& query, const Var& memory,
   return attend(g, query, project_kv(g, memory), key_lengths, causal);
 }
 
+namespace {
+// split_heads(linear(x)); the projection's output, read by no backward, is freed at once.
+Var project_heads(Graph& g, const Linear& proj, const Var& x, int heads) {
+  Var flat = proj.forward(g, x);
+  Var split = ops::split_heads(g, flat, heads);
+  ops::release(g, flat);
+  return split;
+}
+}  // namespace
+
 AttentionKV MultiHeadAttention::project_kv(Graph& g, const Var& memory) const {
-  return {ops::split_heads(g, k_proj_.forward(g, memory), heads_),
-          ops::split_heads(g, v_proj_.forward(g, memory), heads_)};
+  return {project_heads(g, k_proj_, memory, heads_), project_heads(g, v_proj_, memory, heads_)};
 }
 
 Var MultiHeadAttention::attend(Graph& g, const Var& query, const AttentionKV& kv,
                                const Tensor& key_lengths, bool causal) const {
-  Var q = ops::split_heads(g, q_proj_.forward(g, query), heads_);  // [B, H, Tq, dh]
-  Var scores = ops::matmul(g, q, false, kv.keys, true);            // [B, H, Tq, Tk]
+  Var q = project_heads(g, q_proj_, query, heads_);      // [B, H, Tq, dh]
+  Var scores = ops::matmul(g, q, false, kv.keys, true);  // [B, H, Tq, Tk]
   // The 1/sqrt(d_head) scale is fused into the softmax.
   const float scale = 1.0f / std::sqrt(static_cast<float>(d_model_ / heads_));
   Var probs = ops::softmax(g, scores, scale, key_lengths, causal);
+  ops::release(g, scores);
   probs = ops::dropout(g, probs, attention_dropout_);
   Var context = ops::matmul(g, probs, false, kv.values, false);  // [B, H, Tq, dh]
-  return out_proj_.forward(g, ops::merge_heads(g, context));
+  Var merged = ops::merge_heads(g, context);
+  ops::release(g, context);
+  return out_proj_.forward(g, merged);
 }
 
 }  // namespace tx::nn

@@ -1,5 +1,7 @@
 #include "nn/decoder_layer.h"
 
+#include "nn/residual.h"
+
 namespace tx::nn {
 
 DecoderLayer::DecoderLayer(ParamScope scope, const DecoderLayerConfig& config)
@@ -41,18 +43,17 @@ Var DecoderLayer::run(Graph& g, const Var& x, const std::function<AttentionKV(co
   if (config_.pre_norm) {
     // x = x + Dropout(Sublayer(LN(x))) for each sublayer.
     Var h = self_attn_norm_.forward(g, x);
-    Var y = ops::add(g, x,
-                     ops::dropout(g, self_attn_.attend(g, h, self_kv(h), self_lengths, causal), p));
+    Var y = residual(g, x, self_attn_.attend(g, h, self_kv(h), self_lengths, causal), p);
     h = cross_attn_norm_.forward(g, y);
-    y = ops::add(g, y, ops::dropout(g, cross_attn_.attend(g, h, memory, memory_lengths, false), p));
-    return ops::add(g, y, ops::dropout(g, ffn_.forward(g, ffn_norm_.forward(g, y)), p));
+    y = residual(g, y, cross_attn_.attend(g, h, memory, memory_lengths, false), p);
+    return residual(g, y, ffn_.forward(g, ffn_norm_.forward(g, y)), p);
   }
   // Post-norm, as in the paper: x = LN(x + Dropout(Sublayer(x))).
   Var attn = self_attn_.attend(g, x, self_kv(x), self_lengths, causal);
-  Var y = self_attn_norm_.forward(g, ops::add(g, x, ops::dropout(g, attn, p)));
+  Var y = self_attn_norm_.forward(g, residual(g, x, attn, p));
   attn = cross_attn_.attend(g, y, memory, memory_lengths, /*causal=*/false);
-  y = cross_attn_norm_.forward(g, ops::add(g, y, ops::dropout(g, attn, p)));
-  return ffn_norm_.forward(g, ops::add(g, y, ops::dropout(g, ffn_.forward(g, y), p)));
+  y = cross_attn_norm_.forward(g, residual(g, y, attn, p));
+  return ffn_norm_.forward(g, residual(g, y, ffn_.forward(g, y), p));
 }
 
 }  // namespace tx::nn

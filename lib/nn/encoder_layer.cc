@@ -1,5 +1,7 @@
 #include "nn/encoder_layer.h"
 
+#include "nn/residual.h"
+
 namespace tx::nn {
 
 EncoderLayer::EncoderLayer(ParamScope scope, const EncoderLayerConfig& config)
@@ -13,12 +15,12 @@ Var EncoderLayer::forward(Graph& g, const Var& x, const Tensor& key_lengths) con
   const float p = config_.dropout;
   if (config_.pre_norm) {
     Var h = self_attn_norm_.forward(g, x);
-    Var y = ops::add(g, x, ops::dropout(g, self_attn_.forward(g, h, h, key_lengths, false), p));
-    return ops::add(g, y, ops::dropout(g, ffn_.forward(g, ffn_norm_.forward(g, y)), p));
+    Var y = residual(g, x, self_attn_.forward(g, h, h, key_lengths, false), p);
+    return residual(g, y, ffn_.forward(g, ffn_norm_.forward(g, y)), p);
   }
   Var attn = self_attn_.forward(g, x, x, key_lengths, /*causal=*/false);
-  Var y = self_attn_norm_.forward(g, ops::add(g, x, ops::dropout(g, attn, p)));
-  return ffn_norm_.forward(g, ops::add(g, y, ops::dropout(g, ffn_.forward(g, y), p)));
+  Var y = self_attn_norm_.forward(g, residual(g, x, attn, p));
+  return ffn_norm_.forward(g, residual(g, y, ffn_.forward(g, y), p));
 }
 
 }  // namespace tx::nn

@@ -8,8 +8,10 @@ FeedForward::FeedForward(ParamScope scope, int64_t d_model, int64_t d_ff, float 
       relu_dropout_(relu_dropout) {}
 
 Var FeedForward::forward(Graph& g, const Var& x) const {
-  Var h = ops::relu(g, fc1_.forward(g, x));
-  return fc2_.forward(g, ops::dropout(g, h, relu_dropout_));
+  Var hidden = fc1_.forward(g, x);
+  Var h = ops::relu_dropout(g, hidden, relu_dropout_);
+  ops::release(g, hidden);  // [rows, d_ff]: the largest activation of a layer, read by no backward
+  return fc2_.forward(g, h);
 }
 
 }  // namespace tx::nn

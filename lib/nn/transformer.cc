@@ -63,7 +63,12 @@ Var Transformer::forward(Graph& g, const Tensor& src_ids, const Tensor& src_leng
 Var Transformer::embed(Graph& g, const Embedding& table, const Tensor& ids, int64_t start) const {
   TX_CHECK(ids.defined() && ids.dtype() == DType::i32 && ids.ndim() == 2, "Transformer: token ids ",
            ids.str(), " must be i32 [batch, time]");
-  return ops::dropout(g, ops::add_positions(g, table.forward(g, ids), start), config_.dropout);
+  Var scaled = table.forward(g, ids);
+  Var positioned = ops::add_positions(g, scaled, start);
+  ops::release(g, scaled);
+  Var out = ops::dropout(g, positioned, config_.dropout);
+  if (out != positioned) ops::release(g, positioned);
+  return out;
 }
 
 Var Transformer::encode(Graph& g, const Tensor& src_ids, const Tensor& src_lengths) const {

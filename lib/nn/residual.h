@@ -1,0 +1,12 @@
+// residual: x + Dropout(Sublayer(x)), the paper's residual connection (section 5.4).
+#pragma once
+
+#include "graph/ops.h"
+
+namespace tx::nn {
+
+// x + dropout(sublayer_out, p). The sublayer's output and its dropped copy are read by no
+// backward, so they are freed once summed: a layer keeps only what its gradients need.
+Var residual(Graph& g, const Var& x, const Var& sublayer_out, float p);
+
+}  // namespace tx::nn
