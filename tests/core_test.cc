@@ -217,6 +217,22 @@ TEST_CASE("core Arena: a tensor freed within its step is recycled, one freed aft
   CHECK(arena.used_bytes() >= 2 * 1000 * sizeof(float));
 }
 
+TEST_CASE("core Arena: trim gives every block back, and the next step takes one block for the peak",
+          "[core]") {
+  auto alloc = std::make_shared<CountingAllocator>();
+  tx::Arena arena(alloc, 4096);
+  std::vector<Tensor> live;
+  for (int i = 0; i < 3; ++i) live.push_back(arena.allocate({750}, DType::f32));  // 3 blocks
+  live.clear();
+  arena.trim();
+  CHECK(arena.reserved_bytes() == 0);
+  CHECK(alloc->live_bytes == 0);
+  const int before = alloc->allocations;
+  for (int i = 0; i < 3; ++i) live.push_back(arena.allocate({750}, DType::f32));
+  CHECK(alloc->allocations == before + 1);  // one block holds the whole step again
+  CHECK(arena.reserved_bytes() >= 3 * 3072);
+}
+
 // ---- CachingAllocator ---------------------------------------------------------------------------
 
 TEST_CASE("core CachingAllocator::round_size: 512-byte minimum, at most 12.5% waste", "[core]") {

@@ -345,6 +345,37 @@ TEMPLATE_TEST_CASE("graph: release frees a value no backward reads and keeps the
   CHECK(v->value.defined());
 }
 
+TEMPLATE_TEST_CASE(
+    "graph: cross_entropy with release_logits writes the same gradient over the "
+    "logits",
+    "[graph]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  tx::Rng rng(14);
+  const int64_t rows = 6, in = 5, vocab = 40;
+  std::vector<float> xh = random_normal(rng, rows * in), wh = random_normal(rng, vocab * in);
+  const std::vector<int32_t> targets = {3, 0, 39, -1, 7, 12};  // -1: an ignored row
+  auto run = [&](bool release, std::vector<float>& dx, std::vector<float>& dw, float& loss) {
+    Graph g(*be);
+    Var x = input(*be, xh, {rows, in});
+    Var w = input(*be, wh, {vocab, in});
+    Var logits = tx::ops::linear(g, x, w, nullptr);
+    Var l = tx::ops::sum(g, tx::ops::cross_entropy(g, logits, be->upload(targets, {rows}), 0.1f, -1,
+                                                   nullptr, release));
+    loss = be->download<float>(l->value)[0];
+    g.backward(l);
+    CHECK(logits->value.defined() == !release);
+    dx = be->download<float>(x->grad);
+    dw = be->download<float>(w->grad);
+  };
+  std::vector<float> dx1, dw1, dx2, dw2;
+  float l1, l2;
+  run(false, dx1, dw1, l1);
+  run(true, dx2, dw2, l2);
+  CHECK(l1 == l2);
+  CHECK(dx1 == dx2);
+  CHECK(dw1 == dw2);
+}
+
 TEMPLATE_TEST_CASE("graph: reshape shares the value and passes the gradient through", "[graph]",
                    TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);

@@ -1,4 +1,5 @@
 // Label-smoothed cross-entropy fused with log-softmax, forward and backward.
+#include <algorithm>
 #include <cmath>
 
 #include "backend/device_math.h"
@@ -49,7 +50,8 @@ void CpuBackend::cross_entropy_impl(const Tensor& logits, const Tensor& targets,
 
 void CpuBackend::cross_entropy_backward_impl(const Tensor& logits, const Tensor& targets,
                                              float smoothing, int32_t ignore_index,
-                                             const Tensor& dlosses, const Tensor& dlogits) {
+                                             const Tensor& dlosses, const Tensor& dlogits,
+                                             bool accumulate) {
   const int64_t vocab = logits.shape().cols(), rows = logits.shape().rows();
   const float* px = logits.data<float>();
   const int32_t* pt = targets.data<int32_t>();
@@ -59,19 +61,27 @@ void CpuBackend::cross_entropy_backward_impl(const Tensor& logits, const Tensor&
   const float uniform = smoothing / static_cast<float>(vocab);
 #pragma omp parallel for if (parallel_rows(rows, vocab))
   for (int64_t r = 0; r < rows; ++r) {
-    if (pt[r] == ignore_index) continue;
+    float* dx = pdx + r * vocab;
+    if (pt[r] == ignore_index) {
+      if (!accumulate) std::fill(dx, dx + vocab, 0.0f);
+      continue;
+    }
     const float* x = px + r * vocab;
     const float log_z = log_sum_exp(x, vocab);
     const float g = pdl[r];
-    float* dx = pdx + r * vocab;
     // math::smoothed_grad(x, log_z, uniform) = exp(x - log_z) - uniform, its exp taken a chunk
-    // at a time.
+    // at a time into e before dx is written: dx may be x itself.
     float e[kExpChunk];
     for (int64_t j0 = 0; j0 < vocab; j0 += kExpChunk) {
       const int64_t len = std::min(kExpChunk, vocab - j0);
       exp_affine(x + j0, 1.0f, log_z, e, len);
+      if (accumulate) {
 #pragma omp simd
-      for (int64_t j = 0; j < len; ++j) dx[j0 + j] += g * (e[j] - uniform);
+        for (int64_t j = 0; j < len; ++j) dx[j0 + j] += g * (e[j] - uniform);
+      } else {
+#pragma omp simd
+        for (int64_t j = 0; j < len; ++j) dx[j0 + j] = g * (e[j] - uniform);
+      }
     }
     dx[pt[r]] -= g * (1.0f - smoothing);
   }

@@ -48,15 +48,22 @@ __global__ void cross_entropy_kernel(const float* logits, const int32_t* targets
   }
 }
 
-// dlogits[r] += dlosses[r] * (softmax(logits[r]) - q_r)
+// dlogits[r] (+)= dlosses[r] * (softmax(logits[r]) - q_r). In place (dlogits == logits, only
+// without accumulate) is safe: the row's log-sum-exp is reduced, with the block's barriers,
+// before any thread writes, and then each thread reads and writes only its own elements.
 __global__ void cross_entropy_backward_kernel(const float* logits, const int32_t* targets,
                                               float smoothing, int32_t ignore_index,
                                               const float* dlosses, float* dlogits, int64_t rows,
-                                              int64_t vocab, IndexErrorRecord* errors) {
+                                              int64_t vocab, bool accumulate,
+                                              IndexErrorRecord* errors) {
   const float uniform = smoothing / static_cast<float>(vocab);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int32_t t = targets[r];
-    if (t == ignore_index) continue;
+    if (t == ignore_index) {
+      if (!accumulate)
+        for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) dlogits[r * vocab + j] = 0.0f;
+      continue;
+    }
     if (t < 0 || t >= vocab) {
       if (threadIdx.x == 0) record_index_error(errors, kCrossEntropyBackward, t, r, vocab);
       continue;
@@ -66,7 +73,8 @@ __global__ void cross_entropy_backward_kernel(const float* logits, const int32_t
     const float g = dlosses[r];
     float* dx = dlogits + r * vocab;
     for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
-      float v = dx[j] + g * math::smoothed_grad(x[j], log_z, uniform);
+      const float grad = g * math::smoothed_grad(x[j], log_z, uniform);
+      float v = accumulate ? dx[j] + grad : grad;
       if (j == t) v -= g * (1.0f - smoothing);  // in the CPU's order: the row, then the target
       dx[j] = v;
     }
@@ -87,11 +95,12 @@ void CudaBackend::cross_entropy_impl(const Tensor& logits, const Tensor& targets
 
 void CudaBackend::cross_entropy_backward_impl(const Tensor& logits, const Tensor& targets,
                                               float smoothing, int32_t ignore_index,
-                                              const Tensor& dlosses, const Tensor& dlogits) {
+                                              const Tensor& dlosses, const Tensor& dlogits,
+                                              bool accumulate) {
   const int64_t vocab = logits.shape().cols(), rows = logits.shape().rows();
   TX_LAUNCH(cross_entropy_backward_kernel, row_blocks(rows), row_threads(vocab), as_stream(enter()))
   (logits.data<float>(), targets.data<int32_t>(), smoothing, ignore_index, dlosses.data<float>(),
-   dlogits.data<float>(), rows, vocab, errors_device_);
+   dlogits.data<float>(), rows, vocab, accumulate, errors_device_);
   check_launch("cross_entropy_backward");
 }
 

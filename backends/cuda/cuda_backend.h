@@ -76,7 +76,7 @@ class CudaBackend : public Backend {
                           int32_t ignore_index, const Tensor& losses, const Tensor& nll) override;
   void cross_entropy_backward_impl(const Tensor& logits, const Tensor& targets, float smoothing,
                                    int32_t ignore_index, const Tensor& dlosses,
-                                   const Tensor& dlogits) override;
+                                   const Tensor& dlogits, bool accumulate) override;
   void gather_rows_impl(const Tensor& src, const Tensor& index, const Tensor& dst,
                         float scale) override;
   void scatter_add_rows_impl(const Tensor& src, const Tensor& index, const Tensor& dst,

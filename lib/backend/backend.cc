@@ -396,13 +396,14 @@ void Backend::cross_entropy(const Tensor& logits, const Tensor& targets, float s
 
 void Backend::cross_entropy_backward(const Tensor& logits, const Tensor& targets, float smoothing,
                                      int32_t ignore_index, const Tensor& dlosses,
-                                     const Tensor& dlogits) {
+                                     const Tensor& dlogits, bool accumulate) {
   check_cross_entropy(*this, "cross_entropy_backward", logits, targets, smoothing, "dlosses",
                       dlosses);
   f32_arg(*this, "cross_entropy_backward", "dlogits", dlogits);
   require_same_shape("cross_entropy_backward", "logits", logits, "dlogits", dlogits);
   if (logits.numel())
-    cross_entropy_backward_impl(logits, targets, smoothing, ignore_index, dlosses, dlogits);
+    cross_entropy_backward_impl(logits, targets, smoothing, ignore_index, dlosses, dlogits,
+                                accumulate);
 }
 
 // ---- lookup and reordering --------------------------------------------------------------------

@@ -8,7 +8,8 @@
 // - Every *_backward operator ADDS into its gradient outputs (dx += ...), so gradients from
 //   several uses of a tensor accumulate; callers zero gradients once per step.
 // - Elementwise operators, add_bias, add_positions, softmax and log_softmax may run in place
-//   (y the same tensor as x); other outputs must not overlap their inputs.
+//   (y the same tensor as x), as may cross_entropy_backward without accumulate; other outputs
+//   must not overlap their inputs.
 // - Operators may run asynchronously; download() and synchronize() wait for them.
 // - Compute operators take f32; cast() converts to and from f16/bf16; indices are i32.
 //
@@ -115,9 +116,12 @@ class Backend {
   // nll (optional) [R] = -log p_target. Rows whose target == ignore_index give 0.
   void cross_entropy(const Tensor& logits, const Tensor& targets, float smoothing,
                      int32_t ignore_index, const Tensor& losses, const Tensor& nll);
-  // dlogits[r] += dlosses[r] * (softmax(logits[r]) - q_r); ignored rows get nothing.
+  // dlogits[r] += dlosses[r] * (softmax(logits[r]) - q_r); ignored rows get nothing. With
+  // accumulate false, dlogits[r] = ... instead (ignored rows 0), and dlogits may be logits
+  // itself: the gradient written over the logits, the largest tensor of a training step.
   void cross_entropy_backward(const Tensor& logits, const Tensor& targets, float smoothing,
-                              int32_t ignore_index, const Tensor& dlosses, const Tensor& dlogits);
+                              int32_t ignore_index, const Tensor& dlosses, const Tensor& dlogits,
+                              bool accumulate = true);
 
   // ---- lookup and reordering -----------------------------------------------------------------
   // dst[m] = scale * src[index[m]] for src [N, ...], index i32 [M], dst [M, ...]: embedding
@@ -188,7 +192,8 @@ class Backend {
                                   const Tensor& nll) = 0;
   virtual void cross_entropy_backward_impl(const Tensor& logits, const Tensor& targets,
                                            float smoothing, int32_t ignore_index,
-                                           const Tensor& dlosses, const Tensor& dlogits) = 0;
+                                           const Tensor& dlosses, const Tensor& dlogits,
+                                           bool accumulate) = 0;
   virtual void gather_rows_impl(const Tensor& src, const Tensor& index, const Tensor& dst,
                                 float scale) = 0;
   virtual void scatter_add_rows_impl(const Tensor& src, const Tensor& index, const Tensor& dst,

@@ -63,7 +63,9 @@ Tensor Arena::allocate(const Shape& shape, DType dtype) {
     offset_ = 0;
   }
   if (current_ == blocks_.size()) {
-    size_t size = bytes > block_bytes_ ? bytes : block_bytes_;
+    // After trim(), one block for the peak at once rather than a spill over small ones.
+    const size_t want = blocks_.empty() && peak_ > 0 ? peak_ + peak_ / 8 : block_bytes_;
+    size_t size = std::max(bytes, want);
     blocks_.push_back({allocator_->allocate(size), size});
     offset_ = 0;
   }
@@ -82,12 +84,19 @@ void Arena::reset() {
     for (Block& b : blocks_) allocator_->deallocate(b.data, b.bytes);
     blocks_.clear();
     allocator_->trim();  // a caching allocator would otherwise keep the old blocks too
-    size_t size = std::max(block_bytes_, peak_ + peak_ / 4);
+    size_t size = std::max(block_bytes_, peak_ + peak_ / 8);
     blocks_.push_back({allocator_->allocate(size), size});
   }
   current_ = 0;
   offset_ = 0;
   used_ = 0;
+}
+
+void Arena::trim() {
+  reset();
+  for (Block& b : blocks_) allocator_->deallocate(b.data, b.bytes);
+  blocks_.clear();
+  allocator_->trim();
 }
 
 size_t Arena::reserved_bytes() const {

@@ -23,9 +23,13 @@ class Arena {
 
   Tensor allocate(const Shape& shape, DType dtype);
   // Makes all memory reusable; the tensors handed out before must no longer be used. When the
-  // step spilled over several blocks, they are replaced by one holding the peak (plus 25%), so
+  // step spilled over several blocks, they are replaced by one holding the peak (plus 1/8), so
   // steps of varying shapes stop growing the arena once the largest has been seen.
   void reset();
+  // reset(), then gives every block back: for rare work between steps (a checkpoint save,
+  // validation) that would otherwise hold its memory on top of the arena's. The next step
+  // takes one block for the peak seen so far.
+  void trim();
   size_t reserved_bytes() const;
   // Bytes bump-allocated in this step (recycled requests add nothing): the step's high-water mark.
   size_t used_bytes() const { return used_; }

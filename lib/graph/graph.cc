@@ -77,4 +77,9 @@ void Graph::reset() {
   if (arena_) arena_->reset();
 }
 
+void Graph::trim() {
+  tape_.clear();
+  if (arena_) arena_->trim();
+}
+
 }  // namespace tx

@@ -61,6 +61,8 @@ class Graph {
 
   // Drops the tape and, with the arena, rewinds it: the start of a new step.
   void reset();
+  // reset(), and the arena's memory given back (Arena::trim) until the next step.
+  void trim();
 
  private:
   void replay();

@@ -57,9 +57,12 @@ Var embedding(Graph& g, const Var& table, const Tensor& ids, float scale = 1.0f)
 // ---- losses and reductions (ops_loss.cc) ----------------------------------------------------
 // Label-smoothed cross-entropy per row of logits [..., V] for targets i32 (one per row):
 // returns losses [rows]; rows whose target is ignore_index give 0. When nll is non-null it
-// receives -log p(target) per row (not differentiable: for reporting).
+// receives -log p(target) per row (not differentiable: for reporting). With release_logits
+// the backward writes the logits' gradient over their value, which nothing may read after
+// (no zeroed [rows, V] gradient beside the logits: a step's largest tensor, once instead of
+// twice); the caller must read the logits no more.
 Var cross_entropy(Graph& g, const Var& logits, const Tensor& targets, float smoothing,
-                  int32_t ignore_index, Tensor* nll = nullptr);
+                  int32_t ignore_index, Tensor* nll = nullptr, bool release_logits = false);
 // The sum of all elements, as a [1] tensor (the scalar loss).
 Var sum(Graph& g, const Var& x);
 

@@ -4,7 +4,7 @@
 namespace tx::ops {
 
 Var cross_entropy(Graph& g, const Var& logits, const Tensor& targets, float smoothing,
-                  int32_t ignore_index, Tensor* nll) {
+                  int32_t ignore_index, Tensor* nll, bool release_logits) {
   const Tensor& lv = logits->value;
   TX_CHECK(lv.ndim() >= 1, "cross_entropy: logits ", lv.str(), " need at least one dimension");
   const int64_t rows = lv.shape().rows();
@@ -15,10 +15,18 @@ Var cross_entropy(Graph& g, const Var& logits, const Tensor& targets, float smoo
   g.backend().cross_entropy(lv, targets, smoothing, ignore_index, losses->value, nll_rows);
   if (rec) logits->value_needed = true;
   if (rec)
-    g.record([logits, targets, smoothing, ignore_index, losses](Graph& g) {
-      if (losses->grad.defined())
-        g.backend().cross_entropy_backward(logits->value, targets, smoothing, ignore_index,
-                                           losses->grad, g.grad(logits));
+    g.record([logits, targets, smoothing, ignore_index, losses, release_logits](Graph& g) {
+      if (!losses->grad.defined()) return;
+      if (release_logits && !logits->grad.defined() && !logits->persistent) {
+        const Tensor value = logits->value;
+        g.backend().cross_entropy_backward(value, targets, smoothing, ignore_index, losses->grad,
+                                           value, /*accumulate=*/false);
+        logits->grad = value;
+        logits->value = Tensor(nullptr, value.shape(), value.dtype());
+        return;
+      }
+      g.backend().cross_entropy_backward(logits->value, targets, smoothing, ignore_index,
+                                         losses->grad, g.grad(logits));
     });
   return losses;
 }

@@ -333,6 +333,7 @@ TrainerResult Trainer::run() {
     state.data_position = {pos.epoch, pos.batch, epoch_sentences};
     state.rng_counter = graph.rng().counter();
     state.early_stopping = stopper.state();
+    graph.trim();  // the host copies of the checkpoint need not stack on the step's memory
     if (writer) save_checkpoint(ckpt, be_, config, params, adam, state);
     save_models();
   };
@@ -476,7 +477,8 @@ TrainerResult Trainer::run() {
                                  be_.upload(batch.tgt_in, {batch.size, batch.tgt_len}));
       Var loss = nn::label_smoothed_loss(graph, logits,
                                          be_.upload(batch.tgt_out, {batch.size, batch.tgt_len}),
-                                         config.label_smoothing, data::Vocab::kPadId);
+                                         config.label_smoothing, data::Vocab::kPadId, nullptr,
+                                         /*release_logits=*/true);
       update_cost += be_.download<float>(loss->value)[0];
       graph.backward(loss);
       graph.reset();
@@ -552,6 +554,7 @@ TrainerResult Trainer::run() {
     if (validate && state.update % o.valid_freq == 0) {
       // Rank 0 validates; every process takes its score, so all stop early together.
       Validation v;
+      graph.trim();  // validation's own arena need not stack on the training step's
       if (writer) v = run_validation();
       world.broadcast(&v, sizeof v, 0);
       const double score = score_of(v, stopper.metric());

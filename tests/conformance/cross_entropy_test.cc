@@ -162,6 +162,40 @@ TEMPLATE_TEST_CASE("cross_entropy_backward: dlogits += dlosses * (softmax - q) a
     }
 }
 
+TEMPLATE_TEST_CASE(
+    "cross_entropy_backward without accumulate: dlogits = dlosses * (softmax - q), "
+    "in place over the logits, ignored rows 0",
+    "[cross_entropy]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  uint64_t seed = 60;
+  for (const Shape& s : {Shape{1, 1}, Shape{7, 33}, Shape{2, 5, 1000}, Shape{40, 1000}})
+    for (float smoothing : {0.0f, 0.1f}) {
+      int64_t rows = s.rows(), v = s[-1];
+      std::vector<float> x = random_vector(s.numel(), ++seed, -4.0f, 4.0f);
+      std::vector<int32_t> t = targets_with_ignored(rows, v, -7, ++seed);
+      std::vector<float> dl = random_vector(rows, ++seed, 0.1f, 2.0f);
+      CeRef ref = reference_cross_entropy(x, v, t, smoothing, -7);
+      std::vector<double> want(x.size());
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < v; ++j) want[i * v + j] = double(dl[i]) * ref.grad[i * v + j];
+      Tensor targets = be->upload(t, {rows}), dlosses = be->upload(dl, {rows});
+      INFO("logits " << s.str() << " smoothing " << smoothing);
+      // Into a tensor holding garbage: overwritten, not added to.
+      Tensor dx = be->upload(random_vector(s.numel(), ++seed), s);
+      be->cross_entropy_backward(be->upload(x, s), targets, smoothing, -7, dlosses, dx, false);
+      std::vector<float> apart = fetch(*be, dx);
+      TX_CHECK_OK(compare(apart, want, 1e-5, 1e-6));
+      // Over the logits themselves: the same values, bit for bit.
+      Tensor logits = be->upload(x, s);
+      be->cross_entropy_backward(logits, targets, smoothing, -7, dlosses, logits, false);
+      std::vector<float> in_place = fetch(*be, logits);
+      REQUIRE(in_place == apart);
+      for (int64_t i = 0; i < rows; ++i)
+        if (t[i] == -7)
+          for (int64_t j = 0; j < v; ++j) REQUIRE(in_place[i * v + j] == 0.0f);
+    }
+}
+
 TEMPLATE_TEST_CASE("cross_entropy backward: finite differences, ignored rows get 0 gradient",
                    "[cross_entropy]", TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);
