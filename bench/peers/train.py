@@ -10,7 +10,9 @@ Runs, one after the other in one run, with the same thread count:
    rows x the longer side).
 Each runs --updates updates; the first --warmup-updates are not timed. Prints target tokens/s
 (eos counted, padding not), tx's ratio to each, tokens per update and peak resident memory
-(the process's maximum RSS).
+(the process's maximum RSS). For tx also the GEMM share of the step and the model's FLOP/s
+(tx-train's TX_PROFILE=1 counts every GEMM's 2MNK and time) as a fraction of oneDNN's sgemm on
+this machine (the best row of bench/gemm, run right after).
 
 Usage: train.py [--data ../shared/data/multi30k] [--updates 40] [--warmup-updates 10]
                 [--threads 2] [--peers tx,pytorch,marian] [--keep DIR]
@@ -51,14 +53,36 @@ def run_tx(args, work):
            "--after-epochs", "0", "--after-updates", str(args.updates), "--disp-freq",
            str(args.warmup_updates), "--save-freq", str(10 ** 9), "--keep-last", "0",
            "--cpu-threads", str(args.threads)]
-    _, rss = run_measured(cmd, os.path.join(work, "tx.log"))
+    _, rss = run_measured(cmd, os.path.join(work, "tx.log"), env=dict(os.environ, TX_PROFILE="1"))
     spans = [json.loads(line) for line in open(os.path.join(model_dir, "train.log.jsonl"))]
     spans = [s for s in spans if s.get("type") == "train" and s["update"] > args.warmup_updates]
     words = sum(s["words_per_s"] * s["time_s"] for s in spans)
     secs = sum(s["time_s"] for s in spans)
     return {"peer": "tx", "target_tokens_per_s": words / secs,
             "tokens_per_update": words / (args.updates - args.warmup_updates),
-            "peak_rss_mb": rss}, os.path.join(model_dir, "vocab.spm")
+            "peak_rss_mb": rss, "gemm_s": sum(s["gemm_s"] for s in spans),
+            "gemm_gflop": sum(s["gemm_gflop"] for s in spans), "time_s": secs}, \
+        os.path.join(model_dir, "vocab.spm")
+
+
+def sgemm_best(args):
+    """The best oneDNN sgemm GFLOP/s of bench/gemm's shapes, or None when it is not built."""
+    gemm = os.path.join(os.path.dirname(args.bin), "bench", "gemm")
+    if not os.path.exists(gemm):
+        return None
+    out = subprocess.run([gemm, "--cpu-threads", str(args.threads), "--seconds", "1"],
+                         check=True, capture_output=True, text=True).stdout
+    best = None
+    for line in out.splitlines():
+        if line.startswith("batched"):
+            break  # the second table times batched GEMMs against a loop, not the roof
+        cols = line.split()
+        if len(cols) >= 8:
+            try:
+                best = max(best or 0.0, float(cols[-4]))  # the "sgemm" column
+            except ValueError:
+                pass
+    return best
 
 
 def run_torch(args, work, vocab):
@@ -145,6 +169,15 @@ def main():
         ratio = tx["target_tokens_per_s"] / r["target_tokens_per_s"]
         print(f"{r['peer']:<24}{r['target_tokens_per_s']:>14.0f}{ratio:>11.2f}"
               f"{r['tokens_per_update']:>12.0f}{r['peak_rss_mb']:>13.0f}")
+    share = tx["gemm_s"] / tx["time_s"]
+    model_gflops = tx["gemm_gflop"] / tx["time_s"]
+    print(f"tx: GEMMs {share:.0%} of the step at {tx['gemm_gflop'] / tx['gemm_s']:.1f} GFLOP/s; "
+          f"model {tx['gemm_gflop'] / (args.updates - args.warmup_updates):.0f} GFLOP per update, "
+          f"{model_gflops:.1f} GFLOP/s")
+    roof = sgemm_best(args)
+    if roof:
+        print(f"oneDNN sgemm, best bench/gemm shape: {roof:.1f} GFLOP/s; "
+              f"tx's model FLOP/s = {model_gflops / roof:.2f} of it")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     if not args.keep:
         shutil.rmtree(work)

@@ -1,6 +1,7 @@
 // Argument checks for every operator, written once for all backends.
 #include "backend/backend.h"
 
+#include <chrono>
 #include <cstring>
 
 namespace tx {
@@ -168,7 +169,24 @@ void Backend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
       scale(c, beta, c);
     return;
   }
+  if (!profiling_) {
+    gemm_impl(a, trans_a, b, trans_b, c, alpha, beta);
+    return;
+  }
+  synchronize();
+  const auto start = std::chrono::steady_clock::now();
   gemm_impl(a, trans_a, b, trans_b, c, alpha, beta);
+  synchronize();
+  gemm_tally_.seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  gemm_tally_.flop += 2.0 * double(c.numel()) * double(ka);
+  ++gemm_tally_.calls;
+}
+
+Backend::GemmTally Backend::take_gemm_tally() {
+  GemmTally t = gemm_tally_;
+  gemm_tally_ = GemmTally();
+  return t;
 }
 
 // ---- elementwise ------------------------------------------------------------------------------

@@ -155,6 +155,19 @@ class Backend {
   void adam_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                    const AdamParams& p);
 
+  // ---- profiling -----------------------------------------------------------------------------
+  // GEMM time and work since the last take_gemm_tally(), counted while profiling is on. Each
+  // GEMM is then bracketed by synchronize(), so on an asynchronous device it costs overlap:
+  // a diagnostic (tx-train's TX_PROFILE), off by default.
+  struct GemmTally {
+    double seconds = 0;
+    double flop = 0;  // 2 M N K per GEMM (per batch entry)
+    int64_t calls = 0;
+  };
+  void set_profiling(bool on) { profiling_ = on; }
+  bool profiling() const { return profiling_; }
+  GemmTally take_gemm_tally();
+
  protected:
   virtual void copy_from_host_impl(const void* src, const Tensor& dst) = 0;
   virtual void copy_to_host_impl(const Tensor& src, void* dst) = 0;
@@ -204,6 +217,10 @@ class Backend {
   virtual void sum_rows_impl(const Tensor& x, const Tensor& out, float beta) = 0;
   virtual void adam_update_impl(const Tensor& param, const Tensor& grad, const Tensor& m,
                                 const Tensor& v, const AdamParams& p) = 0;
+
+ private:
+  bool profiling_ = false;
+  GemmTally gemm_tally_;
 };
 
 }  // namespace tx

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -446,6 +447,12 @@ TrainerResult Trainer::run() {
     }
   }
 
+  // TX_PROFILE=1: each log line also says how much of its span went to GEMMs (a diagnostic for
+  // bench/peers/train.py; GEMMs are synchronised, so a GPU loses its overlap).
+  if (const char* p = std::getenv("TX_PROFILE"); p && *p && std::string(p) != "0") {
+    be_.set_profiling(true);
+    be_.take_gemm_tally();
+  }
   double span_cost = 0, span_reduce_secs = 0;
   int64_t span_tokens = 0, span_words = 0, span_updates = 0;
   auto span_start = Clock::now();
@@ -543,6 +550,11 @@ TrainerResult Trainer::run() {
                           {"words_per_s", wps},     {"lr", lr}};
       // Seconds in the gradient all-reduce, waiting for the slowest process included.
       if (ranks > 1) j["allreduce_s"] = span_reduce_secs;
+      if (be_.profiling()) {
+        const Backend::GemmTally t = be_.take_gemm_tally();
+        j["gemm_s"] = t.seconds;
+        j["gemm_gflop"] = t.flop / 1e9;
+      }
       write_json(j);
       result.costs.push_back(cost);
       result.last_cost = cost;

@@ -224,3 +224,23 @@ TEMPLATE_TEST_CASE("gemm forward: K = 0 gives c = beta * c (and zeros for beta =
     TX_CHECK_OK(compare_exact(fetch(*be, c), {0, 0, 0, 0, 0, 0}));
   }
 }
+
+TEMPLATE_TEST_CASE("gemm profiling: the tally counts 2 M N K per batch entry, only while on",
+                   "[gemm]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  Tensor a = be->upload(random_vector(3 * 5 * 7, 1), {3, 5, 7});
+  Tensor b = be->upload(random_vector(3 * 7 * 4, 2), {3, 7, 4});
+  Tensor c = be->zeros({3, 5, 4});
+  be->gemm(a, false, b, false, c);
+  CHECK(be->take_gemm_tally().calls == 0);  // off by default
+  be->set_profiling(true);
+  be->gemm(a, false, b, false, c);
+  be->gemm(a.slice(0, 1).view({5, 7}), false, b.slice(0, 1).view({7, 4}), false,
+           c.slice(0, 1).view({5, 4}));
+  tx::Backend::GemmTally t = be->take_gemm_tally();
+  be->set_profiling(false);
+  CHECK(t.calls == 2);
+  CHECK(t.flop == 2.0 * (3 + 1) * 5 * 4 * 7);
+  CHECK(t.seconds >= 0.0);
+  CHECK(be->take_gemm_tally().calls == 0);  // taken: reset
+}
