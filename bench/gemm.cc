@@ -25,6 +25,7 @@ namespace {
 struct GemmShape {
   int64_t m, n, k;
   const char* role;
+  bool trans_a = false;  // A stored [K, M]: a weight gradient dW = dY^T X
 };
 
 double now() {
@@ -63,7 +64,13 @@ int main(int argc, char** argv) {
                                          {4096, 2048, 512, "FFN in"},
                                          {4096, 512, 2048, "FFN out"},
                                          {64, 512, 512, "decode projection"},
-                                         {64, 32000, 512, "output layer"}};
+                                         {64, 32000, 512, "output layer"},
+                                         // Weight gradients of the Multi30k config (d 256,
+                                         // d_ff 1024, 8k vocabulary), ~4000 rows a batch.
+                                         {1024, 256, 4000, "dW FFN in, d256 (TN)", true},
+                                         {256, 1024, 4000, "dW FFN out, d256 (TN)", true},
+                                         {256, 256, 4000, "dW attention, d256 (TN)", true},
+                                         {8000, 256, 4000, "dW output, 8k (TN)", true}};
   std::printf("GEMM C[M,N] = A[M,K] B[K,N], f32, %d threads, GFLOP/s\n", threads);
   std::printf("%-22s %6s %6s %6s %10s %10s %8s %12s\n", "shape", "M", "N", "K", "tx", "sgemm",
               "ratio", "matmul prim.");
@@ -75,29 +82,31 @@ int main(int argc, char** argv) {
     std::vector<float> a(s.m * s.k), b(s.k * s.n);
     for (float& v : a) v = rng.uniform() - 0.5f;
     for (float& v : b) v = rng.uniform() - 0.5f;
-    tx::Tensor ta = be->upload(a, {s.m, s.k});
+    tx::Tensor ta = be->upload(a, s.trans_a ? tx::Shape{s.k, s.m} : tx::Shape{s.m, s.k});
     tx::Tensor tb = be->upload(b, {s.k, s.n});
     tx::Tensor tc = be->empty({s.m, s.n});
     tx::Tensor c_direct = be->empty({s.m, s.n});
     float* c = c_direct.data<float>();
 
     auto run_tx = [&] {
-      be->gemm(ta, false, tb, false, tc);
+      be->gemm(ta, s.trans_a, tb, false, tc);
       be->synchronize();
     };
     // The direct call works on the same (host) buffers, so alignment cannot favour either.
     auto run_dnnl = [&] {
-      dnnl_sgemm('N', 'N', s.m, s.n, s.k, 1.0f, ta.data<float>(), s.k, tb.data<float>(), s.n, 0.0f,
-                 c, s.n);
+      dnnl_sgemm(s.trans_a ? 'T' : 'N', 'N', s.m, s.n, s.k, 1.0f, ta.data<float>(),
+                 s.trans_a ? s.m : s.k, tb.data<float>(), s.n, 0.0f, c, s.n);
     };
     using tag = dnnl::memory::format_tag;
     auto md = [](int64_t r, int64_t c) {
       return dnnl::memory::desc({r, c}, dnnl::memory::data_type::f32, tag::ab);
     };
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md(s.m, s.k), md(s.k, s.n), md(s.m, s.n)),
-                                    engine);
+    const dnnl::memory::desc a_md =
+        s.trans_a ? dnnl::memory::desc({s.m, s.k}, dnnl::memory::data_type::f32, {1, s.m})
+                  : md(s.m, s.k);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, md(s.k, s.n), md(s.m, s.n)), engine);
     dnnl::matmul prim(pd);
-    dnnl::memory ma(md(s.m, s.k), engine, ta.raw()), mb(md(s.k, s.n), engine, tb.raw()),
+    dnnl::memory ma(a_md, engine, ta.raw()), mb(md(s.k, s.n), engine, tb.raw()),
         mc(md(s.m, s.n), engine, c);
     auto run_prim = [&] {
       prim.execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});

@@ -92,6 +92,17 @@ TEMPLATE_TEST_CASE("gemm forward: 2-D, all four transpose combinations, odd shap
     for (int t = 0; t < 4; ++t) check_gemm(*be, 0, s.m, s.n, s.k, t & 1, t & 2, 1.0f, 0.0f, ++seed);
 }
 
+TEMPLATE_TEST_CASE("gemm forward: weight-gradient shapes (transposed a, m >= 1024 > n, long k)",
+                   "[gemm]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  // The CPU backend computes these as the transpose of b^T a (backends/cpu/gemm.cc).
+  uint64_t seed = 150;
+  for (auto [alpha, beta] :
+       std::vector<std::pair<float, float>>{{1.0f, 0.0f}, {1.0f, 1.0f}, {-0.5f, 0.25f}})
+    for (const GemmCase& s : {GemmCase{1024, 40, 1100}, GemmCase{1030, 257, 1024}})
+      check_gemm(*be, 0, s.m, s.n, s.k, true, false, alpha, beta, ++seed);
+}
+
 TEMPLATE_TEST_CASE("gemm forward: alpha and beta (beta=1 accumulates, beta=0 ignores c)", "[gemm]",
                    TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);
