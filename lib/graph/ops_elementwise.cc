@@ -78,7 +78,7 @@ Var relu_dropout(Graph& g, const Var& x, float p) {
 
 void release(Graph& g, const Var& x) {
   if (!g.grad_enabled() || !x || x->persistent || x->value_needed) return;
-  x->value = Tensor(nullptr, x->value.shape(), x->value.dtype());
+  x->drop_value();
 }
 
 Var add_positions(Graph& g, const Var& x, int64_t start) {

@@ -22,7 +22,7 @@ Var cross_entropy(Graph& g, const Var& logits, const Tensor& targets, float smoo
         g.backend().cross_entropy_backward(value, targets, smoothing, ignore_index, losses->grad,
                                            value, /*accumulate=*/false);
         logits->grad = value;
-        logits->value = Tensor(nullptr, value.shape(), value.dtype());
+        logits->drop_value();
         return;
       }
       g.backend().cross_entropy_backward(logits->value, targets, smoothing, ignore_index,

@@ -17,6 +17,9 @@ struct Node {
   bool persistent = false;
   // Set by an op whose backward reads this value: ops::release then leaves it alone.
   bool value_needed = false;
+
+  // Frees the value's memory and keeps its shape and dtype, which the gradient is sized by.
+  void drop_value() { value = Tensor(nullptr, value.shape(), value.dtype()); }
 };
 
 // Shared so that the tape keeps the activations its backward kernels need alive.
