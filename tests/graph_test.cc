@@ -441,3 +441,32 @@ TEMPLATE_TEST_CASE("graph: matmul over an empty time axis gives empty results an
   std::vector<float> dk = be->download<float>(g.grad(k));
   CHECK(std::all_of(dk.begin(), dk.end(), [](float v) { return v == 0.0f; }));
 }
+
+TEMPLATE_TEST_CASE("graph: linear_int8 is near linear, shapes kept, and refuses to record",
+                   "[graph][int8]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  const int64_t B = 2, T = 3, I = 64, O = 24;
+  tx::Rng rng(31);
+  const std::vector<float> xh = random_normal(rng, B * T * I), wh = random_normal(rng, O * I);
+  const std::vector<float> bh = random_normal(rng, O);
+  Var x = input(*be, xh, {B, T, I}), w = input(*be, wh, {O, I}), b = input(*be, bh, {O});
+  const tx::ops::Int8Weight w8 = tx::ops::Int8Weight::quantize(*be, w->value);
+  {
+    Graph g(*be, tx::GraphOptions{false, false});
+    Var y8 = tx::ops::linear_int8(g, x, w8, b);
+    Var y = tx::ops::linear(g, x, w, b);
+    REQUIRE(y8->value.shape() == tx::Shape{B, T, O});
+    const std::vector<float> got = be->download<float>(y8->value);
+    const std::vector<float> want = be->download<float>(y->value);
+    double err2 = 0, ref2 = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      err2 += (got[i] - want[i]) * (got[i] - want[i]);
+      ref2 += want[i] * want[i];
+    }
+    CHECK(std::sqrt(err2 / ref2) < 0.02);
+    CHECK(err2 > 0);
+  }
+  Graph g(*be);  // recording: x needs a gradient the int8 layer cannot give
+  REQUIRE_THROWS_WITH(tx::ops::linear_int8(g, x, w8, b),
+                      Catch::Contains("int8 weights are for inference"));
+}

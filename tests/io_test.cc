@@ -257,7 +257,7 @@ TEST_CASE("io safetensors: unknown and unsupported dtypes", "[io]") {
   TempDir dir;
   CHECK_THAT(
       read_error(dir, "{\"a\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}", "abcd"),
-      Contains("tensor 'a' has unknown dtype 'F33'") && Contains("F32, F16, BF16 and I32"));
+      Contains("tensor 'a' has unknown dtype 'F33'") && Contains("F32, F16, BF16, I32 and I8"));
   CHECK_THAT(read_error(dir, "{\"a\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,8]}}",
                         "abcdefgh"),
              Contains("dtype I64, which tx does not read") && Contains("convert it"));

@@ -191,6 +191,18 @@ TEST_CASE("tx-translate: one line per input line in input order, as the library 
     tr.translate_stream(in, want);
     CHECK(r.out == want.str());
   }
+  SECTION("--int8: exactly the library's Translator on the quantised model") {
+    Run r = run(f.dir, TX_TRANSLATE_BIN, flags + " --int8 < " + f.dir.file("in.txt"));
+    REQUIRE(r.status == 0);
+    CHECK(r.err.empty());
+    REQUIRE(split_lines(r.out).size() == input.size());
+    f.model.quantize_int8(*f.be);
+    tx::decode::Translator tr(*f.be, f.model, *f.vocab, *f.vocab, o);
+    std::istringstream in(join_lines(input));
+    std::ostringstream want;
+    tr.translate_stream(in, want);
+    CHECK(r.out == want.str());
+  }
   SECTION("empty input: empty output, exit 0") {
     std::ofstream(f.dir.file("empty.txt")).flush();
     Run r = run(f.dir, TX_TRANSLATE_BIN, flags + " < " + f.dir.file("empty.txt"));
@@ -327,6 +339,20 @@ TEST_CASE("tx-score: model scores are the teacher-forced log-probs, in input ord
     CHECK(per_token[i] == Approx(want / length).margin(1e-4));
   }
 
+  SECTION("--int8: near the f32 scores, not equal to them") {
+    Run r8 = run(f.dir, TX_SCORE_BIN, args + " --int8");
+    REQUIRE(r8.status == 0);
+    const std::vector<double> int8_scores = parse_scores(r8.out);
+    REQUIRE(int8_scores.size() == src.size());
+    double largest = 0;
+    for (size_t i = 0; i < src.size(); ++i) {
+      INFO("pair " << i);
+      // 8-bit activations and 7-bit weights move each logit by about a percent of its size.
+      CHECK(int8_scores[i] == Approx(scores[i]).epsilon(0.05).margin(0.05));
+      largest = std::max(largest, std::fabs(int8_scores[i] - scores[i]));
+    }
+    CHECK(largest > 0.0);
+  }
   SECTION("a pair longer than the model's positions: exit 1 naming the line") {
     std::string long_line;
     for (int i = 0; i < 60; ++i) long_line += (i ? " " : "") + kWords[size_t(i) % kWords.size()];

@@ -19,7 +19,7 @@
 
 namespace tx::app {
 
-// The options it reads: model, vocabs (one joint or source + target), device, cpu-threads.
+// The options it reads: model, vocabs (one joint or source + target), device, cpu-threads, int8.
 class LoadedModel {
  public:
   explicit LoadedModel(const Options& options) {
@@ -46,6 +46,7 @@ class LoadedModel {
     backend_ = create_backend(options.text("device"), bo);
     model_ = nn::Transformer(nn::ParamScope(*backend_, params_, init_rng_), config_);
     train::load_model(path, *backend_, config_, params_);
+    if (options.flag("int8")) model_.quantize_int8(*backend_);
     detail(options, "model ", path, " on ", backend_->name(), ": d_model ", config_.d_model, ", ",
            config_.encoder_layers, "+", config_.decoder_layers, " layers, vocabularies ",
            config_.src_vocab_size, "/", config_.tgt_vocab_size);

@@ -178,6 +178,10 @@ std::vector<OptionSpec> make_registry() {
                      "0 = the whole input. Translation with --maxi-batch 1 --mini-batch 1 "
                      "writes each line as soon as it is read",
                      kTrain | kTranslate, batching, non_negative));
+  t.push_back(option("int8", OptionType::flag, false,
+                     "int8 inference: the linear layers' weights quantised per output row at "
+                     "load, activations per row on the fly, exact i32 sums (docs/int8.md)",
+                     kTranslate | kScore, device));
   t.push_back(option("deterministic", OptionType::flag, false,
                      "Results bit-identical whatever else is in the input or the batch sizes: "
                      "each sentence in a batch of its own (slower; docs/determinism.md)",

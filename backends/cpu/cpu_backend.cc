@@ -67,6 +67,12 @@ void CpuBackend::fill_impl(const Tensor& x, float value) {
       for (int64_t i = 0; i < n; ++i) p[i] = v;
       break;
     }
+    case DType::i8: {
+      int8_t* p = x.data<int8_t>();
+      const int8_t v = float_to_i8(value);
+      for (int64_t i = 0; i < n; ++i) p[i] = v;
+      break;
+    }
     case DType::f16:
     case DType::bf16: {
       uint16_t bits = x.dtype() == DType::f16 ? float_to_f16(value) : float_to_bf16(value);

@@ -1,7 +1,9 @@
 // CpuBackend: the operator table on the host: oneDNN matmul for GEMMs, OpenMP loops for the rest.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -62,6 +64,10 @@ class CpuBackend : public Backend {
   void scatter_add_rows_impl(const Tensor& src, const Tensor& index, const Tensor& dst,
                              float scale) override;
   void top_k_impl(const Tensor& x, int k, const Tensor& values, const Tensor& indices) override;
+  void quantize_rows_impl(const Tensor& x, int max_level, const Tensor& q,
+                          const Tensor& scales) override;
+  void gemm_i8_impl(const Tensor& a, const Tensor& a_scales, const Tensor& b,
+                    const Tensor& b_scales, const Tensor& bias, const Tensor& c) override;
   void sum_impl(const Tensor& x, const Tensor& out) override;
   void squared_norm_impl(const Tensor& x, const Tensor& out) override;
   void sum_rows_impl(const Tensor& x, const Tensor& out, float beta) override;
@@ -72,6 +78,7 @@ class CpuBackend : public Backend {
   int threads_;
   std::shared_ptr<Allocator> allocator_;
   std::unique_ptr<GemmCache> gemm_;
+  std::vector<uint8_t> i8_shifted_;  // gemm_i8's activations as u8
 };
 
 }  // namespace tx::cpu

@@ -229,6 +229,9 @@ void CudaBackend::fill_impl(const Tensor& x, float value) {
     case DType::bf16:
       launch_fill<uint16_t>(x.raw(), x.numel(), float_to_bf16(value), s);
       break;
+    case DType::i8:
+      launch_fill<int8_t>(x.raw(), x.numel(), float_to_i8(value), s);
+      break;
   }
 }
 

@@ -82,6 +82,10 @@ class CudaBackend : public Backend {
   void scatter_add_rows_impl(const Tensor& src, const Tensor& index, const Tensor& dst,
                              float scale) override;
   void top_k_impl(const Tensor& x, int k, const Tensor& values, const Tensor& indices) override;
+  void quantize_rows_impl(const Tensor& x, int max_level, const Tensor& q,
+                          const Tensor& scales) override;
+  void gemm_i8_impl(const Tensor& a, const Tensor& a_scales, const Tensor& b,
+                    const Tensor& b_scales, const Tensor& bias, const Tensor& c) override;
   void sum_impl(const Tensor& x, const Tensor& out) override;
   void squared_norm_impl(const Tensor& x, const Tensor& out) override;
   void sum_rows_impl(const Tensor& x, const Tensor& out, float beta) override;

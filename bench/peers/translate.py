@@ -6,7 +6,12 @@ on the source file at each (beam, batch) setting, one after the other in one run
 thread count, and prints sentences/s, target tokens/s (SentencePiece pieces, eos not counted),
 BLEU (sacreBLEU, cased, 13a) and how many lines are identical. Times include loading the model.
 
+With --int8 it then times `tx-translate --int8` against CTranslate2 int8 (the same weights
+converted with quantization="int8") at each of --int8-settings, and prints each engine's BLEU
+change from its own float32 run at that setting.
+
 Usage: translate.py MODEL_DIR [--src F] [--ref F] [--threads 2] [--tx-bin build/apps/tx-translate]
+                    [--settings 5x32,5x1,1x32] [--int8 [--int8-settings 5x32]]
 MODEL_DIR holds model.safetensors and vocab.spm, as tx-train writes them.
 """
 import argparse
@@ -73,6 +78,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--tx-bin", default=os.path.join(ROOT, "build", "apps", "tx-translate"))
     ap.add_argument("--settings", default="5x32,5x1,1x32", help="beam x batch, comma-separated")
+    ap.add_argument("--int8", action="store_true", help="also time tx --int8 against CT2 int8")
+    ap.add_argument("--int8-settings", default="5x32", help="beam x batch for --int8")
     args = ap.parse_args()
     if not os.path.exists(args.src):
         print(f"translate.py: {args.src} not found; skipping (give --src and --ref)")
@@ -89,17 +96,35 @@ def main():
         print(f"{len(src_lines)} lines, {args.threads} threads; times include loading the model")
         print(f"{'engine':<16}{'beam':>5}{'batch':>6}{'sent/s':>9}{'tok/s':>9}{'BLEU':>7}"
               f"{'identical':>11}{'tx/ct2':>8}")
-        for setting in args.settings.split(","):
-            beam, batch = (int(x) for x in setting.split("x"))
-            tx_out, tx_s = run_tx(args, model, vocab, args.src, beam, batch)
-            ct_out, ct_s = run_ct2(args, ct2_dir, sp, src_lines, beam, batch)
+        bleus = {}
+
+        def compare(beam, batch, tx_name, tx_extra, ct_name, ct_model):
+            tx_out, tx_s = run_tx(args, model, vocab, args.src, beam, batch, tx_extra)
+            ct_out, ct_s = run_ct2(args, ct_model, sp, src_lines, beam, batch)
             same = sum(a == b for a, b in zip(tx_out, ct_out))
-            for name, out, secs in (("tx-translate", tx_out, tx_s), ("ctranslate2", ct_out, ct_s)):
+            for name, out, secs in ((tx_name, tx_out, tx_s), (ct_name, ct_out, ct_s)):
                 toks = sum(len(sp.encode(x)) for x in out)
                 bleu = sacrebleu.corpus_bleu(out, [ref_lines]).score
-                ratio = f"{ct_s / tx_s:8.2f}" if name == "tx-translate" else ""
+                bleus[(name, beam, batch)] = bleu
+                ratio = f"{ct_s / tx_s:8.2f}" if name == tx_name else ""
                 print(f"{name:<16}{beam:>5}{batch:>6}{len(out) / secs:>9.1f}{toks / secs:>9.0f}"
                       f"{bleu:>7.2f}{same:>6}/{len(out):<4}{ratio}")
+
+        for setting in args.settings.split(","):
+            beam, batch = (int(x) for x in setting.split("x"))
+            compare(beam, batch, "tx-translate", (), "ctranslate2", ct2_dir)
+        if args.int8:
+            ct2_int8 = os.path.join(work, "ct2-int8")
+            tx_to_ct2.convert(model, vocab, ct2_int8, quantization="int8")
+            for setting in args.int8_settings.split(","):
+                beam, batch = (int(x) for x in setting.split("x"))
+                if ("tx-translate", beam, batch) not in bleus:  # the float32 baseline
+                    compare(beam, batch, "tx-translate", (), "ctranslate2", ct2_dir)
+                compare(beam, batch, "tx --int8", ("--int8",), "ct2 int8", ct2_int8)
+                for f32, i8 in (("tx-translate", "tx --int8"), ("ctranslate2", "ct2 int8")):
+                    delta = bleus[(i8, beam, batch)] - bleus[(f32, beam, batch)]
+                    print(f"BLEU change, {i8} against {f32} at beam {beam} batch {batch}: "
+                          f"{delta:+.2f}")
     return 0
 
 

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 
 namespace tx {
 
@@ -169,17 +170,22 @@ void Backend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
       scale(c, beta, c);
     return;
   }
+  tally_gemm(2.0 * double(c.numel()) * double(ka),
+             [&] { gemm_impl(a, trans_a, b, trans_b, c, alpha, beta); });
+}
+
+void Backend::tally_gemm(double flop, const std::function<void()>& run) {
   if (!profiling_) {
-    gemm_impl(a, trans_a, b, trans_b, c, alpha, beta);
+    run();
     return;
   }
   synchronize();
   const auto start = std::chrono::steady_clock::now();
-  gemm_impl(a, trans_a, b, trans_b, c, alpha, beta);
+  run();
   synchronize();
   gemm_tally_.seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  gemm_tally_.flop += 2.0 * double(c.numel()) * double(ka);
+  gemm_tally_.flop += flop;
   ++gemm_tally_.calls;
 }
 
@@ -468,6 +474,53 @@ void Backend::top_k(const Tensor& x, int k, const Tensor& values, const Tensor& 
   TX_CHECK(indices.numel() == want.numel(), "top_k: indices ", indices.shape().str(), " must be ",
            want.str());
   if (x.numel()) top_k_impl(x, k, values, indices);
+}
+
+// ---- int8 inference ---------------------------------------------------------------------------
+
+void Backend::quantize_rows(const Tensor& x, int max_level, const Tensor& q, const Tensor& scales) {
+  f32_arg(*this, "quantize_rows", "x", x);
+  require_dtype("quantize_rows", "q", q, DType::i8);
+  require_device("quantize_rows", "q", q, *this);
+  f32_arg(*this, "quantize_rows", "scales", scales);
+  require_min_ndim("quantize_rows", "x", x, 1);
+  require_same_shape("quantize_rows", "x", x, "q", q);
+  require_shape("quantize_rows", "scales", scales, Shape{x.shape().rows()});
+  TX_CHECK(max_level >= 1 && max_level <= 127, "quantize_rows: max_level ", max_level,
+           " must be in [1, 127]");
+  if (x.numel()) quantize_rows_impl(x, max_level, q, scales);
+}
+
+void Backend::gemm_i8(const Tensor& a, const Tensor& a_scales, const Tensor& b,
+                      const Tensor& b_scales, const Tensor& bias, const Tensor& c) {
+  require_dtype("gemm_i8", "a", a, DType::i8);
+  require_device("gemm_i8", "a", a, *this);
+  require_dtype("gemm_i8", "b", b, DType::i8);
+  require_device("gemm_i8", "b", b, *this);
+  f32_arg(*this, "gemm_i8", "a_scales", a_scales);
+  f32_arg(*this, "gemm_i8", "b_scales", b_scales);
+  f32_arg(*this, "gemm_i8", "c", c);
+  require_min_ndim("gemm_i8", "a", a, 1);
+  TX_CHECK(b.ndim() == 2, "gemm_i8: b ", b.shape().str(), " must be 2-D [N, K]");
+  const int64_t m = a.shape().rows(), n = b.dim(0), k = b.dim(1);
+  TX_CHECK(a.dim(-1) == k, "gemm_i8: a ", a.shape().str(), " must have K = ", k, " columns for b ",
+           b.shape().str());
+  TX_CHECK(c.shape().rows() == m && c.dim(-1) == n, "gemm_i8: c ", c.shape().str(), " must be [", m,
+           ", ", n, "] (rows x columns) for a ", a.shape().str(), " and b ", b.shape().str());
+  require_shape("gemm_i8", "a_scales", a_scales, Shape{m});
+  require_shape("gemm_i8", "b_scales", b_scales, Shape{n});
+  if (bias.defined()) {
+    f32_arg(*this, "gemm_i8", "bias", bias);
+    require_shape("gemm_i8", "bias", bias, Shape{n});
+  }
+  if (c.numel() == 0) return;
+  if (k == 0) {  // an empty sum
+    fill(c, 0.0f);
+    if (bias.defined()) add_bias(c, bias, c);
+    return;
+  }
+  tally_gemm(2.0 * double(c.numel()) * double(k),
+             [&] { gemm_i8_impl(a, a_scales, b, b_scales, bias, c); });
 }
 
 // ---- reductions -------------------------------------------------------------------------------

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -134,6 +135,22 @@ class Backend {
   // first): values f32 [R, k], indices i32 [R, k].
   void top_k(const Tensor& x, int k, const Tensor& values, const Tensor& indices);
 
+  // ---- int8 inference ------------------------------------------------------------------------
+  // The largest |weight| gemm_i8 takes exactly: AVX2 without VNNI multiplies u8 by s8 into
+  // saturating 16-bit pair sums, so weights get 7 bits (255 * 63 * 2 < 2^15), as oneDNN's own
+  // int8 convolutions do there; activations keep 8.
+  static constexpr int kInt8WeightLevel = 63;
+  // Symmetric per-row quantisation (math::quantize_scale, math::quantize_value): x f32 [R, C],
+  // q i8 [R, C], scales f32 [R]; scales[r] = max |x[r]| / max_level (1 for a zero row),
+  // q[r, c] = round(x[r, c] / scales[r]) in [-max_level, max_level]; max_level in [1, 127].
+  void quantize_rows(const Tensor& x, int max_level, const Tensor& q, const Tensor& scales);
+  // The int8 linear layer: c[m, n] = (sum_k a[m, k] b[n, k]) * a_scales[m] * b_scales[n]
+  // (+ bias[n]) for a i8 [M, K] (rows of any shape), b i8 [N, K] (a weight [out, in]),
+  // a_scales f32 [M], b_scales f32 [N], bias f32 [N] or undefined, c f32 [M, N] (rows). The
+  // sums are exact in i32 for |a| <= 127 and |b| <= kInt8WeightLevel.
+  void gemm_i8(const Tensor& a, const Tensor& a_scales, const Tensor& b, const Tensor& b_scales,
+               const Tensor& bias, const Tensor& c);
+
   // ---- reductions ----------------------------------------------------------------------------
   void sum(const Tensor& x, const Tensor& out);           // out [1] = sum of all elements
   void squared_norm(const Tensor& x, const Tensor& out);  // out [1] = sum of squares
@@ -212,6 +229,10 @@ class Backend {
   virtual void scatter_add_rows_impl(const Tensor& src, const Tensor& index, const Tensor& dst,
                                      float scale) = 0;
   virtual void top_k_impl(const Tensor& x, int k, const Tensor& values, const Tensor& indices) = 0;
+  virtual void quantize_rows_impl(const Tensor& x, int max_level, const Tensor& q,
+                                  const Tensor& scales) = 0;
+  virtual void gemm_i8_impl(const Tensor& a, const Tensor& a_scales, const Tensor& b,
+                            const Tensor& b_scales, const Tensor& bias, const Tensor& c) = 0;
   virtual void sum_impl(const Tensor& x, const Tensor& out) = 0;
   virtual void squared_norm_impl(const Tensor& x, const Tensor& out) = 0;
   virtual void sum_rows_impl(const Tensor& x, const Tensor& out, float beta) = 0;
@@ -220,6 +241,8 @@ class Backend {
 
  private:
   bool profiling_ = false;
+  // Runs a GEMM of `flop` work, timed into gemm_tally_ while profiling.
+  void tally_gemm(double flop, const std::function<void()>& run);
   GemmTally gemm_tally_;
 };
 

@@ -137,6 +137,25 @@ TX_HOST_DEVICE inline int64_t visible_keys(int64_t query, int64_t tq, int64_t tk
   return visible;
 }
 
+// ---- int8 quantisation --------------------------------------------------------------------------
+
+// Symmetric per-row quantisation: a row whose largest |value| is absmax maps onto
+// [-max_level, max_level] with this scale (1 for an all-zero row, which stays zero).
+TX_HOST_DEVICE inline float quantize_scale(float absmax, int max_level) {
+  return absmax > 0.0f ? absmax / static_cast<float>(max_level) : 1.0f;
+}
+
+// x / scale rounded to the nearest integer (ties to even), clamped to +-max_level.
+TX_HOST_DEVICE inline int8_t quantize_value(float x, float scale, int max_level) {
+  const float level = static_cast<float>(max_level);
+  return static_cast<int8_t>(fminf(fmaxf(rintf(x / scale), -level), level));
+}
+
+// One output of the int8 linear layer from its exact i32 sum.
+TX_HOST_DEVICE inline float dequantize(int32_t sum, float a_scale, float b_scale, float bias) {
+  return static_cast<float>(sum) * (a_scale * b_scale) + bias;
+}
+
 // ---- dtype conversion ---------------------------------------------------------------------------
 
 // Element i of a buffer of dtype t, as float (i32 converts exactly up to 2^24).
@@ -150,12 +169,14 @@ TX_HOST_DEVICE inline float load_as_float(const void* p, DType t, int64_t i) {
       return bf16_to_float(static_cast<const uint16_t*>(p)[i]);
     case DType::i32:
       return static_cast<float>(static_cast<const int32_t*>(p)[i]);
+    case DType::i8:
+      return static_cast<float>(static_cast<const int8_t*>(p)[i]);
   }
   return 0.0f;
 }
 
 // Stores v as element i of a buffer of dtype t (round to nearest even; i32 truncates and
-// saturates).
+// saturates, as does i8).
 TX_HOST_DEVICE inline void store_from_float(void* p, DType t, int64_t i, float v) {
   switch (t) {
     case DType::f32:
@@ -169,6 +190,9 @@ TX_HOST_DEVICE inline void store_from_float(void* p, DType t, int64_t i, float v
       break;
     case DType::i32:
       static_cast<int32_t*>(p)[i] = float_to_i32(v);
+      break;
+    case DType::i8:
+      static_cast<int8_t*>(p)[i] = float_to_i8(v);
       break;
   }
 }

@@ -7,7 +7,8 @@
 
 namespace tx {
 
-enum class DType : uint8_t { f32, f16, bf16, i32 };
+// i8: quantised weights and activations of int8 inference (gemm_i8); no other operator takes it.
+enum class DType : uint8_t { f32, f16, bf16, i32, i8 };
 
 inline size_t size_of(DType t) {
   switch (t) {
@@ -19,6 +20,8 @@ inline size_t size_of(DType t) {
       return 2;
     case DType::i32:
       return 4;
+    case DType::i8:
+      return 1;
   }
   return 0;
 }
@@ -33,6 +36,8 @@ inline const char* name_of(DType t) {
       return "bf16";
     case DType::i32:
       return "i32";
+    case DType::i8:
+      return "i8";
   }
   return "?";
 }

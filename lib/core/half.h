@@ -75,4 +75,12 @@ TX_HOST_DEVICE inline int32_t float_to_i32(float f) {
   return static_cast<int32_t>(f);
 }
 
+// The same rule at the i8 range [-128, 127].
+TX_HOST_DEVICE inline int8_t float_to_i8(float f) {
+  if (!(f == f)) return 0;
+  if (f >= 127.0f) return 127;
+  if (f <= -128.0f) return -128;
+  return static_cast<int8_t>(f);
+}
+
 }  // namespace tx

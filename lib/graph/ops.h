@@ -17,6 +17,18 @@ Var linear(Graph& g, const Var& x, const Var& w, const Var& b);
 // a [..., M, K] (or [..., K, M] when trans_a), b [..., K, N] (or [..., N, K]) -> [..., M, N].
 Var matmul(Graph& g, const Var& a, bool trans_a, const Var& b, bool trans_b, float alpha = 1.0f);
 
+// A weight [out, in] quantised per output row for int8 inference: values i8 [out, in] at
+// Backend::kInt8WeightLevel, scales f32 [out] (Backend::quantize_rows).
+struct Int8Weight {
+  Tensor values, scales;
+  bool defined() const { return values.defined(); }
+  static Int8Weight quantize(Backend& be, const Tensor& w);
+};
+// linear() with an int8 weight: x is quantised per row on the fly (8 bits), the products are
+// summed exactly in i32 and scaled back to f32 (Backend::gemm_i8). Inference only: an error
+// when x or b would need a gradient.
+Var linear_int8(Graph& g, const Var& x, const Int8Weight& w, const Var& b);
+
 // ---- elementwise (ops_elementwise.cc) -------------------------------------------------------
 Var add(Graph& g, const Var& a, const Var& b);   // a + b, same shapes (residuals)
 Var scale(Graph& g, const Var& x, float alpha);  // alpha * x

@@ -36,6 +36,31 @@ Var linear(Graph& g, const Var& x, const Var& w, const Var& b) {
   return y;
 }
 
+Int8Weight Int8Weight::quantize(Backend& be, const Tensor& w) {
+  TX_CHECK(w.ndim() == 2, "Int8Weight: weight ", w.str(), " must be 2-D [out, in]");
+  Int8Weight q{be.empty(w.shape(), DType::i8), be.empty({w.dim(0)})};
+  be.quantize_rows(w, Backend::kInt8WeightLevel, q.values, q.scales);
+  return q;
+}
+
+Var linear_int8(Graph& g, const Var& x, const Int8Weight& w, const Var& b) {
+  const Tensor& xv = x->value;
+  TX_CHECK(w.defined() && xv.ndim() >= 1 && xv.dim(-1) == w.values.dim(1), "linear_int8: input ",
+           xv.str(), " does not match weight ", w.values.str(), " (stored [out, in])");
+  TX_CHECK(!g.recording({&x, &b}),
+           "linear_int8: int8 weights are for inference; gradients need the f32 weights");
+  const int64_t rows = xv.shape().rows(), in = w.values.dim(1), out = w.values.dim(0);
+  std::vector<int64_t> dims = xv.shape().dims();
+  dims.back() = out;
+
+  Backend& be = g.backend();
+  Var y = g.output(Shape(dims), false);
+  Tensor xq = be.empty({rows, in}, DType::i8), x_scales = be.empty({rows});
+  be.quantize_rows(xv.view({rows, in}), 127, xq, x_scales);
+  be.gemm_i8(xq, x_scales, w.values, w.scales, b ? b->value : Tensor(), y->value.view({rows, out}));
+  return y;
+}
+
 namespace {
 // A tensor [..., R, C] as the 3-D [batch, R, C] that Backend::gemm takes.
 Tensor as_batched(const Tensor& t) {

@@ -34,13 +34,15 @@ bool parse_dtype(const std::string& s, DType* out) {
     *out = DType::bf16;
   else if (s == "I32")
     *out = DType::i32;
+  else if (s == "I8")
+    *out = DType::i8;
   else
     return false;
   return true;
 }
 
 bool is_foreign_dtype(const std::string& s) {
-  static const std::set<std::string> known = {"BOOL", "U8",  "I8",  "U16",     "I16",    "U32",
+  static const std::set<std::string> known = {"BOOL", "U8",  "U16", "I16",     "U32",
                                               "I64",  "U64", "F64", "F8_E4M3", "F8_E5M2"};
   return known.count(s) != 0;
 }
@@ -129,10 +131,10 @@ TensorEntry parse_entry(const std::string& path, const std::string& name, const 
   if (!parse_dtype(dt, &e.dtype)) {
     if (is_foreign_dtype(dt))
       fail(path, "tensor '" + name + "' has dtype " + dt + ", which tx does not read",
-           "convert it to F32, F16, BF16 or I32 before loading (e.g. in Python: "
+           "convert it to F32, F16, BF16, I32 or I8 before loading (e.g. in Python: "
            "t.to(torch.float32) or t.astype(numpy.int32))");
     fail(path, "tensor '" + name + "' has unknown dtype '" + dt + "'",
-         "tx reads F32, F16, BF16 and I32; the file is corrupt or from an unsupported writer");
+         "tx reads F32, F16, BF16, I32 and I8; the file is corrupt or from an unsupported writer");
   }
   uint64_t bytes = checked_bytes(path, name, info["shape"], e.dtype, &e.shape);
 

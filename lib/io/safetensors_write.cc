@@ -42,6 +42,8 @@ const char* safetensors_dtype(DType dtype) {
       return "BF16";
     case DType::i32:
       return "I32";
+    case DType::i8:
+      return "I8";
   }
   return "?";
 }

@@ -42,6 +42,9 @@ NamedTensor NamedTensor::from_floats(std::string name, DType dtype, Shape shape,
         std::memcpy(out + 2 * i, &h, 2);
         break;
       }
+      case DType::i8:
+        out[i] = static_cast<uint8_t>(float_to_i8(values[i]));
+        break;
     }
   }
   return t;
@@ -85,6 +88,9 @@ std::vector<float> NamedTensor::to_floats() const {
         out[i] = bf16_to_float(h);
         break;
       }
+      case DType::i8:
+        out[i] = static_cast<float>(static_cast<int8_t>(in[i]));
+        break;
     }
   }
   return out;

@@ -33,6 +33,9 @@ class MultiHeadAttention {
   Var attend(Graph& g, const Var& query, const AttentionKV& kv, const Tensor& key_lengths,
              bool causal) const;
 
+  // Linear::quantize_int8 of the four projections.
+  void quantize_int8(Backend& be);
+
   int heads() const { return heads_; }
   int64_t d_model() const { return d_model_; }
 

@@ -27,6 +27,12 @@ class DecoderLayer {
   // before it) attends to memory [B, S, d_model], the encoder output, whose positions >=
   // memory_lengths[b] (i32 [B]) are padding.
   Var forward(Graph& g, const Var& x, const Var& memory, const Tensor& memory_lengths) const;
+  // Every linear layer to int8 (Linear::quantize_int8).
+  void quantize_int8(Backend& be) {
+    self_attn_.quantize_int8(be);
+    cross_attn_.quantize_int8(be);
+    ffn_.quantize_int8(be);
+  }
 
   // The cross-attention keys and values of the encoder output, computed once per sentence.
   AttentionKV project_memory(Graph& g, const Var& memory) const;

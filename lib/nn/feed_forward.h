@@ -14,6 +14,11 @@ class FeedForward {
   FeedForward(ParamScope scope, int64_t d_model, int64_t d_ff, float relu_dropout = 0.0f);
 
   Var forward(Graph& g, const Var& x) const;
+  // Linear::quantize_int8 of both layers.
+  void quantize_int8(Backend& be) {
+    fc1_.quantize_int8(be);
+    fc2_.quantize_int8(be);
+  }
 
  private:
   Linear fc1_, fc2_;

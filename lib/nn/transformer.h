@@ -50,6 +50,11 @@ class Transformer {
   // logits [B, tgt_vocab] of the next token, equal to decode()'s at that position.
   Var decode_step(Graph& g, DecoderState& state, const Tensor& tgt_ids, int64_t step) const;
 
+  // int8 inference (tx-translate --int8): every linear layer of the encoder and decoder, and
+  // with output_layer the projection to the vocabulary, runs Backend::gemm_i8 on weights
+  // quantised per output row from here on; embeddings, LayerNorms and attention stay f32.
+  void quantize_int8(Backend& be, bool output_layer = true);
+
   const io::ModelConfig& config() const { return config_; }
   const Embedding& src_embedding() const { return src_embed_; }
   const Embedding& tgt_embedding() const { return tgt_embed_; }
@@ -67,6 +72,7 @@ class Transformer {
   std::vector<DecoderLayer> decoder_;
   LayerNorm encoder_norm_, decoder_norm_;  // pre_norm only
   Var output_weight_;
+  ops::Int8Weight output_int8_;  // empty unless quantize_int8(.., true)
 };
 
 }  // namespace tx::nn

@@ -220,3 +220,23 @@ TEMPLATE_TEST_CASE("errors: a rejected call leaves its output untouched", "[erro
   REQUIRE_THROWS_AS(be->gemm(be->zeros({2, 4}), false, be->zeros({5, 3}), false, y), tx::Error);
   TX_REQUIRE_OK(compare_exact(fetch(*be, y), y0));
 }
+
+TEMPLATE_TEST_CASE("errors: quantize_rows and gemm_i8 name the dtypes and shapes", "[errors]",
+                   TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  Tensor x = be->zeros({2, 4}), q = be->empty({2, 4}, DType::i8), s = be->zeros({2});
+  TX_REQUIRE_ERROR(be->quantize_rows(x, 127, be->zeros({2, 4}), s),
+                   Contains("quantize_rows") && Contains("q") && Contains("i8"));
+  TX_REQUIRE_ERROR(be->quantize_rows(x, 128, q, s), Contains("max_level 128"));
+  TX_REQUIRE_ERROR(be->quantize_rows(x, 127, q, be->zeros({3})),
+                   Contains("scales") && Contains("[3]"));
+  Tensor w = be->empty({3, 4}, DType::i8), ws = be->zeros({3});
+  TX_REQUIRE_ERROR(be->gemm_i8(q, s, be->empty({3, 5}, DType::i8), ws, Tensor(), be->zeros({2, 3})),
+                   Contains("gemm_i8") && Contains("K = 5"));
+  TX_REQUIRE_ERROR(be->gemm_i8(q, s, w, ws, Tensor(), be->zeros({2, 4})),
+                   Contains("gemm_i8: c") && Contains("[2, 3]"));
+  TX_REQUIRE_ERROR(be->gemm_i8(q, s, w, ws, be->zeros({4}), be->zeros({2, 3})),
+                   Contains("bias") && Contains("[4]"));
+  TX_REQUIRE_ERROR(be->gemm_i8(x, s, w, ws, Tensor(), be->zeros({2, 3})),
+                   Contains("gemm_i8: a") && Contains("i8"));
+}
