@@ -568,7 +568,7 @@ TEMPLATE_TEST_CASE(
     DecoderState state = start(b, 4);
     std::vector<std::vector<float>> before, later;
     decode_steps(*be, g, model, state, b.tgt_in, b.T, 2, before);
-    state.reorder(be->upload(perm, {3}));
+    state.reorder(perm);
     CHECK(state.batch() == 3);
     decode_steps(*be, g, model, state, after(perm), b.T, b.T - 2, later);  // grows past 4
     check_steps_match(before, 0, full, {0, 1, 2}, b.T, V);
@@ -577,14 +577,16 @@ TEMPLATE_TEST_CASE(
   SECTION("fan-out into beams, then shrink to the rows that survive") {
     const std::vector<int32_t> fan = {0, 0, 1, 1, 2, 2};
     DecoderState state = start(b, 8);
-    state.reorder(be->upload(fan, {6}));  // before the first step, as beam search starts
+    state.reorder(fan);  // before the first step, as beam search starts
+    CHECK(state.group() == 2);
     std::vector<std::vector<float>> first, second;
     decode_steps(*be, g, model, state, after(fan), b.T, 3, first);
     check_steps_match(first, 0, full, fan, b.T, V);
     // Beams 5 (sentence 2) and 1 (sentence 0) survive, in that order.
     const std::vector<int32_t> keep = {5, 1};
-    state.reorder(be->upload(keep, {2}));
+    state.reorder(keep);
     CHECK(state.batch() == 2);
+    CHECK(state.group() == 1);
     decode_steps(*be, g, model, state, after({2, 0}), b.T, b.T - 3, second);
     check_steps_match(second, 3, full, {2, 0}, b.T, V);
 
@@ -601,37 +603,45 @@ TEMPLATE_TEST_CASE(
       for (size_t k = 0; k < second[i].size(); ++k)
         CHECK(second[i][k] == Approx(own_steps[3 + i][k]).margin(1e-5));
   }
-  SECTION("within sentences: reorder_within moves the caches and keeps the memory") {
+  SECTION("within sentences: the caches move, the memory stays where it is") {
     // Beams of one sentence with different histories: after the fan-out, row i reads the
     // target tokens of sentence i % 3, so the two beams of a sentence hold different caches.
     const std::vector<int32_t> fan = {0, 0, 1, 1, 2, 2};
     const std::vector<int32_t> tokens = after({0, 1, 2, 0, 1, 2});
     const std::vector<int32_t> within = {1, 0, 3, 2, 5, 4};  // swap each sentence's beams
-    auto run = [&](int how) {  // 0: reorder_within, 1: reorder, 2: no reorder
+    // history: the tokens of the first two steps; every row continues with its own tokens.
+    auto run = [&](bool swap, const std::vector<int32_t>& history) {
       DecoderState state = start(b, 8);
-      state.reorder(be->upload(fan, {6}));
+      const void* memory = state.memory(0).keys->value.raw();
+      state.reorder(fan);
+      CHECK(state.memory(0).keys->value.raw() == memory);  // the fan-out copies no memory
       std::vector<std::vector<float>> steps;
-      decode_steps(*be, g, model, state, tokens, b.T, 2, steps);
-      if (how == 0) state.reorder_within(be->upload(within, {6}));
-      if (how == 1) state.reorder(be->upload(within, {6}));
+      decode_steps(*be, g, model, state, history, b.T, 2, steps);
+      if (swap) state.reorder(within);
       CHECK(state.batch() == 6);
+      CHECK(state.group() == 2);
+      CHECK(state.memory(0).keys->value.raw() == memory);
       steps.clear();
       decode_steps(*be, g, model, state, tokens, b.T, b.T - 2, steps);
       return steps;
     };
-    const auto kept = run(0), moved = run(1), unmoved = run(2);
-    CHECK(kept == moved);  // bit for bit: the same caches, the memory rows equal anyway
-    CHECK(kept != unmoved);
-    DecoderState state = start(b, 4);
-    CHECK_THROWS(state.reorder_within(be->upload(std::vector<int32_t>{0, 1}, {2})));
+    // Swapping the caches after two steps equals decoding each row's first two steps with
+    // its partner beam's tokens: the memory of both beams is the same sentence's.
+    std::vector<int32_t> partner_history = tokens;
+    for (int r = 0; r < 6; ++r)
+      for (int64_t t = 0; t < 2; ++t) partner_history[r * b.T + t] = tokens[within[r] * b.T + t];
+    const auto swapped = run(true, tokens), partnered = run(false, partner_history);
+    const auto plain = run(false, tokens);
+    CHECK(swapped != plain);
+    REQUIRE(swapped.size() == partnered.size());
+    for (size_t i = 0; i < swapped.size(); ++i)
+      for (size_t k = 0; k < swapped[i].size(); ++k)
+        CHECK(swapped[i][k] == Approx(partnered[i][k]).margin(1e-5));
   }
   SECTION("bad indices are refused") {
     DecoderState state = start(b, 4);
     // A backend may run gather_rows asynchronously: the error is raised by the next
     // synchronisation at the latest (the CPU raises it at once).
-    CHECK_THROWS([&] {
-      state.reorder(be->upload(std::vector<int32_t>{0, 3}, {2}));
-      be->synchronize();
-    }());
+    CHECK_THROWS([&] { state.reorder(std::vector<int32_t>{0, 3}); }());
   }
 }

@@ -16,6 +16,8 @@ using data::Vocab;
 // kernel that pads K with zeros would turn -inf into NaN. Anything below kDeadBelow is dead.
 constexpr float kDead = -1e30f;
 constexpr float kDeadBelow = -1e29f;
+// Self-attention cache slots allocated before the first doubling.
+constexpr int64_t kFirstCapacity = 8;
 
 // One sentence of the batch while it is searched.
 struct Sentence {
@@ -88,9 +90,11 @@ std::vector<NBest> BeamSearch::search(const data::SourceBatch& batch) {
   Graph g(be_, GraphOptions{false, false});
   Tensor src_lengths = be_.upload(batch.src_lengths, {B});
   Var memory = model_.encode(g, be_.upload(batch.src, {B, batch.src_len}), src_lengths);
-  // The cache doubles when full; a modest start keeps attention over the capacity cheap.
+  // The cache doubles when full. Every step's reorder copies the whole capacity and attention
+  // runs over it, so a small start keeps both near the length decoded so far: at most twice
+  // it, for one extra copy per doubling.
   nn::DecoderState state =
-      model_.start_decoding(g, memory, src_lengths, std::min<int64_t>(steps, 32));
+      model_.start_decoding(g, memory, src_lengths, std::min<int64_t>(steps, kFirstCapacity));
   memory.reset();
 
   // Fan out: sentence k owns rows [k * beam, (k + 1) * beam). Only its first row is live at
@@ -107,7 +111,6 @@ std::vector<NBest> BeamSearch::search(const data::SourceBatch& batch) {
     }
   }
 
-  bool same_sentences = false;  // the first reorder fans the sentences out into beams
   for (int64_t t = 0;; ++t) {
     std::vector<int32_t> parents, tokens;
     std::vector<float> scores;
@@ -118,12 +121,9 @@ std::vector<NBest> BeamSearch::search(const data::SourceBatch& batch) {
     }
     const auto R = static_cast<int64_t>(rows.size());
     const auto A = static_cast<int64_t>(active.size());
-    // While no sentence has left the batch, every row's parent is a beam of its own sentence,
-    // whose cross-attention memory it already holds: only the self-attention caches move.
-    if (same_sentences)
-      state.reorder_within(be_.upload(parents, {R}));
-    else
-      state.reorder(be_.upload(parents, {R}));
+    // The self-attention caches follow the parents; the memory stays put until sentences
+    // leave (rows come in blocks of `beam` per sentence: DecoderState's groups).
+    state.reorder(parents);
 
     Var logits = model_.decode_step(g, state, be_.upload(tokens, {R, 1}), t);
     const Tensor& lp = logits->value;  // [R, V], becomes the candidates' total scores
@@ -196,7 +196,6 @@ std::vector<NBest> BeamSearch::search(const data::SourceBatch& batch) {
     const bool all_done =
         std::all_of(sentences.begin(), sentences.end(), [](const Sentence& s) { return s.done; });
     if (all_done) break;
-    same_sentences = next_active == active;
     rows = std::move(next_rows);
     active = std::move(next_active);
   }

@@ -47,9 +47,10 @@ class DecoderLayer {
  private:
   // The three sublayers, with self_kv supplying the self-attention keys and values from the
   // (normalised) layer input: projected in training, appended to the cache when decoding.
+  // group: rows per memory entry (DecoderState::group; 1 in training).
   Var run(Graph& g, const Var& x, const std::function<AttentionKV(const Var&)>& self_kv,
           const Tensor& self_lengths, bool causal, const AttentionKV& memory,
-          const Tensor& memory_lengths) const;
+          const Tensor& memory_lengths, int64_t group) const;
 
   DecoderLayerConfig config_;
   MultiHeadAttention self_attn_;

@@ -91,40 +91,59 @@ Tensor gather_batch(Backend& be, const Tensor& t, int64_t batch, const Tensor& i
   return out;
 }
 
-void check_index(const Tensor& index, bool in_step, const char* what) {
-  TX_CHECK(!in_step, "DecoderState::", what, " inside a step");
-  TX_CHECK(index.defined() && index.dtype() == DType::i32 && index.ndim() == 1,
-           "DecoderState::", what, ": index ", index.str(), " must be i32 [new batch]");
+// The largest group size g dividing rows.size() whose blocks of g new rows each read one memory
+// entry (entry[r] of new row r), and those entries, one per block.
+std::vector<int32_t> regroup(const std::vector<int32_t>& entry, int64_t* group) {
+  const auto n = static_cast<int64_t>(entry.size());
+  for (int64_t g = n; g >= 1; --g) {
+    if (n % g) continue;
+    bool uniform = true;
+    for (int64_t r = 0; r < n && uniform; ++r) uniform = entry[r] == entry[r - r % g];
+    if (!uniform) continue;
+    *group = g;
+    std::vector<int32_t> blocks;
+    for (int64_t r = 0; r < n; r += g) blocks.push_back(entry[r]);
+    return blocks;
+  }
+  *group = 1;
+  return entry;  // n == 0
 }
 
 }  // namespace
 
-void DecoderState::reorder_caches(const Tensor& index) {
+void DecoderState::reorder(const std::vector<int32_t>& rows) {
+  TX_CHECK(!in_step_, "DecoderState::reorder inside a step");
+  const auto count = static_cast<int64_t>(rows.size());
+  std::vector<int32_t> entry(rows.size());
+  for (int64_t r = 0; r < count; ++r) {
+    TX_CHECK(rows[r] >= 0 && rows[r] < batch_, "DecoderState::reorder: row ", rows[r],
+             " at position ", r, " is outside the batch of ", batch_, " rows");
+    entry[r] = static_cast<int32_t>(rows[r] / group_);
+  }
+  const Tensor index = be_->upload(rows, {count});
   for (Tensor& k : keys_) k = gather_batch(*be_, k, batch_, index);
   for (Tensor& v : values_) v = gather_batch(*be_, v, batch_, index);
-}
 
-void DecoderState::reorder(const Tensor& index) {
-  check_index(index, in_step_, "reorder");
-  const int64_t rows = index.dim(0);
-  for (AttentionKV& kv : memory_)
-    kv = {make_var(gather_batch(*be_, kv.keys->value, batch_, index)),
-          make_var(gather_batch(*be_, kv.values->value, batch_, index))};
-  reorder_caches(index);
-  // gather_rows moves f32 rows; lengths are small integers, exact in f32.
-  Tensor lengths = be_->empty({batch_}), picked = be_->empty({rows});
-  be_->cast(memory_lengths_, lengths);
-  be_->gather_rows(lengths, index, picked);
-  memory_lengths_ = be_->empty({rows}, DType::i32);
-  be_->cast(picked, memory_lengths_);
-  batch_ = rows;
-}
-
-void DecoderState::reorder_within(const Tensor& index) {
-  check_index(index, in_step_, "reorder_within");
-  TX_CHECK(index.dim(0) == batch_, "DecoderState::reorder_within: index ", index.str(),
-           " must keep the batch of ", batch_, " rows; use reorder to change it");
-  reorder_caches(index);
+  int64_t group = 1;
+  const std::vector<int32_t> entries = regroup(entry, &group);
+  const int64_t old_entries = batch_ / group_;
+  bool same = static_cast<int64_t>(entries.size()) == old_entries;
+  for (size_t e = 0; e < entries.size() && same; ++e) same = entries[e] == static_cast<int32_t>(e);
+  if (!same) {
+    const auto n = static_cast<int64_t>(entries.size());
+    const Tensor pick = be_->upload(entries, {n});
+    for (AttentionKV& kv : memory_)
+      kv = {make_var(gather_batch(*be_, kv.keys->value, old_entries, pick)),
+            make_var(gather_batch(*be_, kv.values->value, old_entries, pick))};
+    // gather_rows moves f32 rows; lengths are small integers, exact in f32.
+    Tensor lengths = be_->empty({old_entries}), picked = be_->empty({n});
+    be_->cast(memory_lengths_, lengths);
+    be_->gather_rows(lengths, pick, picked);
+    memory_lengths_ = be_->empty({n}, DType::i32);
+    be_->cast(picked, memory_lengths_);
+  }
+  batch_ = count;
+  group_ = group;
 }
 
 }  // namespace tx::nn

@@ -2,6 +2,11 @@
 // output's keys and values (computed once per sentence) and a cache of the layer's own past
 // self-attention keys and values.
 //
+// Rows and memory: the batch rows come in groups of group() consecutive rows that share one
+// memory entry (row r reads entry r / group()): a sentence's beams. Cross-attention then runs
+// per entry with the group's rows as its queries ([entries, group, d_model]), so the memory is
+// never copied per beam, and a reorder moves it only when sentences leave or change places.
+//
 // Cache layout: [B, heads, capacity, d_head] per layer, preallocated and zero beyond the steps
 // written so far. Step t writes its keys and values into time slot t (a scatter of B * heads
 // rows) and its query attends to the whole capacity with key length t + 1 for every row, so
@@ -30,12 +35,14 @@ class DecoderState {
                int64_t capacity);
 
   int64_t batch() const { return batch_; }
+  int64_t group() const { return group_; }    // rows per memory entry; batch() = entries * group()
   int64_t length() const { return length_; }  // steps decoded so far
   int64_t capacity() const { return capacity_; }
   int layers() const { return static_cast<int>(memory_.size()); }
 
+  // Layer `layer`'s memory keys and values [batch() / group(), heads, S, d_head].
   const AttentionKV& memory(int layer) const { return memory_.at(layer); }
-  const Tensor& memory_lengths() const { return memory_lengths_; }
+  const Tensor& memory_lengths() const { return memory_lengths_; }  // i32 [batch() / group()]
 
   // Prepares step length() for every layer: grows the caches when full and sets the slots
   // the step writes and the self-attention key lengths (length() + 1 for every row).
@@ -48,19 +55,16 @@ class DecoderState {
   // i32 [B]: the self-attention key lengths of the prepared step.
   const Tensor& self_lengths() const { return self_lengths_; }
 
-  // Keeps the batch rows index (i32 [B']) in that order — beams as batch rows: reorder after
-  // each step to the surviving hypotheses' parents; repeat rows to fan a sentence out into
-  // beams; leave rows out when hypotheses finish (B' < B).
-  void reorder(const Tensor& index);
-  // reorder() for an index that keeps the batch size and maps every row to a row whose memory
-  // is the same (a beam of the same sentence, after the fan-out): only the self-attention
-  // caches move, the cross-attention memory stays. Beam search's every step, until a sentence
-  // finishes; the caller vouches for the memory (it is not checked).
-  void reorder_within(const Tensor& index);
+  // Keeps the batch rows `rows` (each new row's old row) in that order — beams as batch rows:
+  // reorder after each step to the surviving hypotheses' parents; repeat rows to fan a
+  // sentence out into beams; leave rows out when hypotheses finish. The self-attention caches
+  // are gathered; the memory is regrouped: the largest group size whose blocks of new rows
+  // each read one memory entry is kept, and the memory is gathered only when those entries
+  // are not the current ones in order (sentences left, or rows moved across sentences).
+  void reorder(const std::vector<int32_t>& rows);
 
  private:
   void grow(int64_t capacity);
-  void reorder_caches(const Tensor& index);
 
   Backend* be_ = nullptr;
   std::vector<AttentionKV> memory_;    // per layer, [B, heads, S, d_head]
@@ -68,7 +72,7 @@ class DecoderState {
   Tensor memory_lengths_;              // i32 [B]
   Tensor slots_;                       // i32 [B * heads]: rows of a cache seen as [rows, d_head]
   Tensor self_lengths_;                // i32 [B]
-  int64_t batch_ = 0, heads_ = 0, d_head_ = 0, capacity_ = 0, length_ = 0;
+  int64_t batch_ = 0, group_ = 1, heads_ = 0, d_head_ = 0, capacity_ = 0, length_ = 0;
   bool in_step_ = false;
 };
 

@@ -204,6 +204,15 @@ TEMPLATE_TEST_CASE("top_k forward: ties keep the lower index first", "[top_k]", 
   // All equal: indices 0, 1, 2, ...
   std::vector<float> same(9, 0.5f);
   check_top_k(*be, same, {1, 9}, 9);
+  // Rising and falling rows (every element replaces the kept list's last, or none after the
+  // first k), runs of equal values across the CPU scan's 16-value chunks, and -inf.
+  std::vector<float> rising(2 * 1000);
+  for (int i = 0; i < 1000; ++i) {
+    rising[i] = static_cast<float>(i / 3);
+    rising[1000 + i] = -static_cast<float>(i / 40);
+  }
+  rising[1500] = -INFINITY;
+  for (int k : {1, 5, 10, 64}) check_top_k(*be, rising, {2, 1000}, k);
   // Negative and very large values.
   std::vector<float> x = {-1e30f, 3.0f, -2.0f, 1e30f, 3.0f, -1e30f, 0.0f};
   check_top_k(*be, x, {1, 7}, 7);
