@@ -34,7 +34,7 @@ def read_safetensors(path):
         if e["dtype"] not in DTYPES:
             sys.exit(f"tx_to_ct2: tensor {name} has dtype {e['dtype']}; convert f32 models")
         b, end = e["data_offsets"]
-        tensors[name] = np.frombuffer(data[b:end], dtype=DTYPES[e["dtype"]]).reshape(e["shape"])
+        tensors[name] = np.frombuffer(data[b:end], dtype=DTYPES[e["dtype"]]).reshape(e["shape"]).copy()
     return tensors, meta
 
 

@@ -145,10 +145,13 @@ TX_HOST_DEVICE inline float quantize_scale(float absmax, int max_level) {
   return absmax > 0.0f ? absmax / static_cast<float>(max_level) : 1.0f;
 }
 
-// x / scale rounded to the nearest integer (ties to even), clamped to +-max_level.
+// x / scale rounded to the nearest integer (ties to even), clamped to +-max_level; NaN gives 0.
+// Comparisons rather than fminf/fmaxf: those keep NaN rules that stop a compiler from
+// vectorising the row loop (a libm call per element was a quarter of an --int8 translation).
 TX_HOST_DEVICE inline int8_t quantize_value(float x, float scale, int max_level) {
   const float level = static_cast<float>(max_level);
-  return static_cast<int8_t>(fminf(fmaxf(rintf(x / scale), -level), level));
+  const float q = rintf(x / scale);
+  return static_cast<int8_t>(q > level ? level : q < -level ? -level : q == q ? q : 0.0f);
 }
 
 // One output of the int8 linear layer from its exact i32 sum.
