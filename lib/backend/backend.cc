@@ -170,15 +170,15 @@ void Backend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
       scale(c, beta, c);
     return;
   }
+  if (!profiling_) {  // the common case, without a std::function per call
+    gemm_impl(a, trans_a, b, trans_b, c, alpha, beta);
+    return;
+  }
   tally_gemm(2.0 * double(c.numel()) * double(ka),
              [&] { gemm_impl(a, trans_a, b, trans_b, c, alpha, beta); });
 }
 
 void Backend::tally_gemm(double flop, const std::function<void()>& run) {
-  if (!profiling_) {
-    run();
-    return;
-  }
   synchronize();
   const auto start = std::chrono::steady_clock::now();
   run();
@@ -517,6 +517,10 @@ void Backend::gemm_i8(const Tensor& a, const Tensor& a_scales, const Tensor& b,
   if (k == 0) {  // an empty sum
     fill(c, 0.0f);
     if (bias.defined()) add_bias(c, bias, c);
+    return;
+  }
+  if (!profiling_) {
+    gemm_i8_impl(a, a_scales, b, b_scales, bias, c);
     return;
   }
   tally_gemm(2.0 * double(c.numel()) * double(k),

@@ -83,8 +83,8 @@ class Backend {
   // y = x + PE(start + t) for x [B, T, D], the sinusoidal encoding of the paper (section 3.5):
   // PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(pos / 10000^(2i/D)).
   void add_positions(const Tensor& x, int64_t start, const Tensor& y);
-  // Converts between f32, f16, bf16 and i32 (values rounded to nearest even; i32 from float
-  // truncates towards zero, saturates at the i32 range, and maps NaN to 0).
+  // Converts between f32, f16, bf16, i32 and i8 (values rounded to nearest even; i32 and i8
+  // from float truncate towards zero, saturate at their range, and map NaN to 0).
   void cast(const Tensor& x, const Tensor& y);
 
   // ---- attention -----------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-// Conformance: cast between f32, f16, bf16 and i32 against core/half.h (round to nearest even)
-// and C++ conversions (i32 from float truncates towards zero).
+// Conformance: cast between f32, f16, bf16, i32 and i8 against core/half.h (round to nearest even)
+// and C++ conversions (i32 and i8 from float truncate towards zero; i8 saturates).
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstring>
@@ -16,7 +17,7 @@ using tx::Shape;
 using tx::Tensor;
 using namespace tx::test;
 
-const DType kTypes[] = {DType::f32, DType::f16, DType::bf16, DType::i32};
+const DType kTypes[] = {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i8};
 
 // Host data of one dtype as one 32-bit word per element (the low 16 bits for f16/bf16).
 using Words = std::vector<uint32_t>;
@@ -26,6 +27,9 @@ Tensor upload_words(tx::Backend& be, const Words& w, DType t) {
   Tensor out = be.empty(s, t);
   if (tx::size_of(t) == 2) {
     std::vector<uint16_t> h(w.begin(), w.end());
+    be.copy_from_host(h.data(), out);
+  } else if (tx::size_of(t) == 1) {
+    std::vector<uint8_t> h(w.begin(), w.end());
     be.copy_from_host(h.data(), out);
   } else {
     be.copy_from_host(w.data(), out);
@@ -37,6 +41,11 @@ Words download_words(tx::Backend& be, const Tensor& t) {
   size_t n = t.numel();
   if (tx::size_of(t.dtype()) == 2) {
     std::vector<uint16_t> h(n);
+    be.copy_to_host(t, h.data());
+    return Words(h.begin(), h.end());
+  }
+  if (tx::size_of(t.dtype()) == 1) {
+    std::vector<uint8_t> h(n);
     be.copy_to_host(t, h.data());
     return Words(h.begin(), h.end());
   }
@@ -56,6 +65,8 @@ float to_float(uint32_t w, DType t) {
       return tx::bf16_to_float(static_cast<uint16_t>(w));
     case DType::i32:
       return static_cast<float>(static_cast<int32_t>(w));
+    case DType::i8:
+      return static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(w)));
   }
   return 0;
 }
@@ -70,6 +81,10 @@ uint32_t from_float(float f, DType t) {
       return tx::float_to_bf16(f);
     case DType::i32:
       return static_cast<uint32_t>(static_cast<int32_t>(std::trunc(f)));
+    case DType::i8: {  // truncated, saturated at [-128, 127], NaN 0
+      const float v = std::isnan(f) ? 0.0f : std::clamp(std::trunc(f), -128.0f, 127.0f);
+      return static_cast<uint8_t>(static_cast<int8_t>(v));
+    }
   }
   return 0;
 }
@@ -83,6 +98,7 @@ bool is_nan(uint32_t w, DType t) {
     case DType::bf16:
       return (w & 0x7f80u) == 0x7f80u && (w & 0x7fu) != 0;
     case DType::i32:
+    case DType::i8:
       return false;
   }
   return false;
@@ -163,13 +179,16 @@ Words sources(DType from, DType to) {
       }
       break;
     }
+    case DType::i8:
+      for (uint32_t b = 0; b < 256; ++b) w.push_back(b);  // every value
+      break;
   }
   return w;
 }
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("cast forward: every pair of f32, f16, bf16, i32 against half.h", "[cast]",
+TEMPLATE_TEST_CASE("cast forward: every pair of f32, f16, bf16, i32, i8 against half.h", "[cast]",
                    TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);
   for (DType from : kTypes)
