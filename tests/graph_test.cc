@@ -470,3 +470,40 @@ TEMPLATE_TEST_CASE("graph: linear_int8 is near linear, shapes kept, and refuses 
   REQUIRE_THROWS_WITH(tx::ops::linear_int8(g, x, w8, b),
                       Catch::Contains("int8 weights are for inference"));
 }
+
+TEMPLATE_TEST_CASE("graph: linear through a prepared weight: packed equals linear, int8 is near",
+                   "[graph][packed]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  const int64_t B = 2, T = 5, I = 48, O = 300;
+  tx::Rng rng(37);
+  const std::vector<float> xh = random_normal(rng, B * T * I), wh = random_normal(rng, O * I);
+  const std::vector<float> bh = random_normal(rng, O);
+  Var x = input(*be, xh, {B, T, I}), w = input(*be, wh, {O, I}), b = input(*be, bh, {O});
+  const auto packed = tx::ops::PreparedWeight::prepare(*be, w->value, false);
+  const auto int8 = tx::ops::PreparedWeight::prepare(*be, w->value, true);
+  CHECK(packed.packed.defined());
+  CHECK(!packed.int8.defined());
+  CHECK(int8.int8.defined());
+  CHECK(!int8.packed.defined());
+  {
+    Graph g(*be, tx::GraphOptions{false, false});
+    const std::vector<float> want = be->download<float>(tx::ops::linear(g, x, w, b)->value);
+    Var yp = tx::ops::linear(g, x, w, b, packed);
+    REQUIRE(yp->value.shape() == tx::Shape{B, T, O});
+    const std::vector<float> got = be->download<float>(yp->value);
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(1e-4));
+    // Without a bias, and through the int8 form: its own op's values.
+    const std::vector<float> nobias =
+        be->download<float>(tx::ops::linear(g, x, w, nullptr, packed)->value);
+    for (size_t i = 0; i < nobias.size(); ++i)
+      CHECK(nobias[i] == Approx(want[i] - bh[i % O]).margin(1e-4));
+    CHECK(be->download<float>(tx::ops::linear(g, x, w, b, int8)->value) ==
+          be->download<float>(tx::ops::linear_int8(g, x, int8.int8, b)->value));
+  }
+  Graph g(*be);  // recording: a packed weight gives no gradient either
+  REQUIRE_THROWS_WITH(tx::ops::linear(g, x, w, b, packed),
+                      Catch::Contains("packed weights are for inference"));
+  // Unprepared, the same call records as plain linear does.
+  Var y = tx::ops::linear(g, x, w, b, tx::ops::PreparedWeight{});
+  CHECK(y->value.shape() == tx::Shape{B, T, O});
+}

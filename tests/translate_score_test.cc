@@ -162,6 +162,7 @@ TEST_CASE("tx-translate: one line per input line in input order, as the library 
     REQUIRE(lines.size() == input.size());
     CHECK(lines[1].empty());
     CHECK(lines[5].empty());
+    f.model.prepare_inference(*f.be, false);  // as the program does: weights packed once
     tx::decode::Translator tr(*f.be, f.model, *f.vocab, *f.vocab, o);
     std::istringstream in(join_lines(input));
     std::ostringstream want;
@@ -185,6 +186,7 @@ TEST_CASE("tx-translate: one line per input line in input order, as the library 
       want_indices.insert(want_indices.end(), input[i].empty() ? 1 : 3, i);
     CHECK(indices == want_indices);
     o.search.n_best = 3;
+    f.model.prepare_inference(*f.be, false);
     tx::decode::Translator tr(*f.be, f.model, *f.vocab, *f.vocab, o);
     std::istringstream in(join_lines(input));
     std::ostringstream want;
@@ -196,7 +198,7 @@ TEST_CASE("tx-translate: one line per input line in input order, as the library 
     REQUIRE(r.status == 0);
     CHECK(r.err.empty());
     REQUIRE(split_lines(r.out).size() == input.size());
-    f.model.quantize_int8(*f.be);
+    f.model.prepare_inference(*f.be, true);
     tx::decode::Translator tr(*f.be, f.model, *f.vocab, *f.vocab, o);
     std::istringstream in(join_lines(input));
     std::ostringstream want;

@@ -46,7 +46,7 @@ class LoadedModel {
     backend_ = create_backend(options.text("device"), bo);
     model_ = nn::Transformer(nn::ParamScope(*backend_, params_, init_rng_), config_);
     train::load_model(path, *backend_, config_, params_);
-    if (options.flag("int8")) model_.quantize_int8(*backend_);
+    model_.prepare_inference(*backend_, options.flag("int8"));
     detail(options, "model ", path, " on ", backend_->name(), ": d_model ", config_.d_model, ", ",
            config_.encoder_layers, "+", config_.decoder_layers, " layers, vocabularies ",
            config_.src_vocab_size, "/", config_.tgt_vocab_size);

@@ -51,4 +51,11 @@ void CudaBackend::gemm_impl(const Tensor& a, bool trans_a, const Tensor& b, bool
            " c ", c.shape().str());
 }
 
+// cuBLAS reads a weight as it is: nothing to pack.
+void CudaBackend::pack_weight_impl(PackedWeight&) {}
+
+void CudaBackend::gemm_packed_impl(const Tensor& a, const PackedWeight& w, const Tensor& c) {
+  gemm_weight_as_is(a, w, c);
+}
+
 }  // namespace tx::cuda

@@ -178,6 +178,45 @@ void Backend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
              [&] { gemm_impl(a, trans_a, b, trans_b, c, alpha, beta); });
 }
 
+Backend::PackedWeight Backend::pack_weight(const Tensor& w) {
+  f32_arg(*this, "pack_weight", "w", w);
+  TX_CHECK(w.ndim() == 2, "pack_weight: w ", w.shape().str(), " must be 2-D [N, K]");
+  PackedWeight p;
+  p.weight = w;
+  if (w.numel() > 0) pack_weight_impl(p);
+  return p;
+}
+
+void Backend::gemm_packed(const Tensor& a, const PackedWeight& w, const Tensor& c) {
+  TX_CHECK(w.defined(), "gemm_packed: the weight was not packed (Backend::pack_weight)");
+  f32_arg(*this, "gemm_packed", "w", w.weight);
+  f32_arg(*this, "gemm_packed", "a", a);
+  f32_arg(*this, "gemm_packed", "c", c);
+  require_min_ndim("gemm_packed", "a", a, 1);
+  require_min_ndim("gemm_packed", "c", c, 1);
+  const int64_t m = a.shape().rows(), n = w.weight.dim(0), k = w.weight.dim(1);
+  TX_CHECK(a.dim(-1) == k, "gemm_packed: a ", a.shape().str(), " must have K = ", k,
+           " columns for w ", w.weight.shape().str());
+  TX_CHECK(c.shape().rows() == m && c.dim(-1) == n, "gemm_packed: c ", c.shape().str(),
+           " must be [", m, ", ", n, "] (rows x columns) for a ", a.shape().str(), " and w ",
+           w.weight.shape().str());
+  if (c.numel() == 0) return;
+  if (k == 0) {  // an empty sum
+    fill(c, 0.0f);
+    return;
+  }
+  if (!profiling_) {
+    gemm_packed_impl(a, w, c);
+    return;
+  }
+  tally_gemm(2.0 * double(c.numel()) * double(k), [&] { gemm_packed_impl(a, w, c); });
+}
+
+void Backend::gemm_weight_as_is(const Tensor& a, const PackedWeight& w, const Tensor& c) {
+  const int64_t m = a.shape().rows(), n = w.weight.dim(0), k = w.weight.dim(1);
+  gemm_impl(a.view({m, k}), false, w.weight, true, c.view({m, n}), 1.0f, 0.0f);
+}
+
 void Backend::tally_gemm(double flop, const std::function<void()>& run) {
   synchronize();
   const auto start = std::chrono::steady_clock::now();

@@ -67,6 +67,21 @@ class Backend {
   void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
             float alpha = 1.0f, float beta = 0.0f);
 
+  // A weight w f32 [N, K] (a linear layer's [out, in]) prepared once for many products a w^T
+  // at inference: the CPU backend packs it into its GEMM's panel layout, which sgemm otherwise
+  // redoes on every call (docs/backends.md); cuBLAS takes w as it is. Valid while w's values
+  // do not change (not for a model in training).
+  struct PackedWeight {
+    Tensor weight;    // w itself (shares its memory)
+    Tensor packed;    // the backend's layout; undefined where the backend uses w directly
+    int threads = 0;  // CPU: the threads the layout is partitioned for (another count uses w)
+    bool defined() const { return weight.defined(); }
+  };
+  PackedWeight pack_weight(const Tensor& w);
+  // c f32 [M, N] = a f32 [M, K] @ w^T for a PackedWeight of w [N, K]; a and c are rows of any
+  // shape ([..., K] and [..., N]). Equal to gemm(a, false, w, true, c) up to rounding.
+  void gemm_packed(const Tensor& a, const PackedWeight& w, const Tensor& c);
+
   // ---- elementwise ---------------------------------------------------------------------------
   void add_bias(const Tensor& x, const Tensor& bias,
                 const Tensor& y);                               // y = x + bias (x [R,C], bias [C])
@@ -192,6 +207,12 @@ class Backend {
   virtual void fill_impl(const Tensor& x, float value) = 0;
   virtual void gemm_impl(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                          const Tensor& c, float alpha, float beta) = 0;
+  // Sets p.packed (and p.threads) to the backend's layout of p.weight, or leaves it undefined
+  // to use the weight as it is.
+  virtual void pack_weight_impl(PackedWeight& p) = 0;
+  virtual void gemm_packed_impl(const Tensor& a, const PackedWeight& w, const Tensor& c) = 0;
+  // gemm_packed's product through gemm_impl on the weight as it is.
+  void gemm_weight_as_is(const Tensor& a, const PackedWeight& w, const Tensor& c);
   virtual void add_bias_impl(const Tensor& x, const Tensor& bias, const Tensor& y) = 0;
   virtual void add_impl(const Tensor& a, const Tensor& b, const Tensor& y) = 0;
   virtual void axpy_impl(float alpha, const Tensor& x, const Tensor& y) = 0;

@@ -28,6 +28,17 @@ struct Int8Weight {
 // summed exactly in i32 and scaled back to f32 (Backend::gemm_i8). Inference only: an error
 // when x or b would need a gradient.
 Var linear_int8(Graph& g, const Var& x, const Int8Weight& w, const Var& b);
+// linear() with a weight packed once for the backend's GEMM (Backend::pack_weight): the same
+// values up to rounding. Inference only: an error when x or b would need a gradient.
+Var linear_packed(Graph& g, const Var& x, const Backend::PackedWeight& w, const Var& b);
+// A weight prepared once for inference: quantised to int8 or packed (one of them), or empty.
+struct PreparedWeight {
+  Int8Weight int8;
+  Backend::PackedWeight packed;
+  static PreparedWeight prepare(Backend& be, const Tensor& w, bool int8);
+};
+// linear(g, x, w, b) through w's prepared form when it has one (linear_int8, linear_packed).
+Var linear(Graph& g, const Var& x, const Var& w, const Var& b, const PreparedWeight& prepared);
 
 // ---- elementwise (ops_elementwise.cc) -------------------------------------------------------
 Var add(Graph& g, const Var& a, const Var& b);   // a + b, same shapes (residuals)

@@ -61,6 +61,39 @@ Var linear_int8(Graph& g, const Var& x, const Int8Weight& w, const Var& b) {
   return y;
 }
 
+Var linear_packed(Graph& g, const Var& x, const Backend::PackedWeight& w, const Var& b) {
+  const Tensor& xv = x->value;
+  TX_CHECK(w.defined() && xv.ndim() >= 1 && xv.dim(-1) == w.weight.dim(1), "linear_packed: input ",
+           xv.str(), " does not match weight ", w.weight.str(), " (stored [out, in])");
+  TX_CHECK(!g.recording({&x, &b}),
+           "linear_packed: packed weights are for inference; gradients need the plain weights");
+  std::vector<int64_t> dims = xv.shape().dims();
+  dims.back() = w.weight.dim(0);
+  Backend& be = g.backend();
+  Var y = g.output(Shape(dims), false);
+  be.gemm_packed(xv, w, y->value);
+  if (b) {
+    Tensor y2 = y->value.view({y->value.shape().rows(), dims.back()});
+    be.add_bias(y2, b->value, y2);
+  }
+  return y;
+}
+
+PreparedWeight PreparedWeight::prepare(Backend& be, const Tensor& w, bool int8) {
+  PreparedWeight p;
+  if (int8)
+    p.int8 = Int8Weight::quantize(be, w);
+  else
+    p.packed = be.pack_weight(w);
+  return p;
+}
+
+Var linear(Graph& g, const Var& x, const Var& w, const Var& b, const PreparedWeight& prepared) {
+  if (prepared.int8.defined()) return linear_int8(g, x, prepared.int8, b);
+  if (prepared.packed.defined()) return linear_packed(g, x, prepared.packed, b);
+  return linear(g, x, w, b);
+}
+
 namespace {
 // A tensor [..., R, C] as the 3-D [batch, R, C] that Backend::gemm takes.
 Tensor as_batched(const Tensor& t) {

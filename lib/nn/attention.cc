@@ -15,8 +15,8 @@ MultiHeadAttention::MultiHeadAttention(ParamScope scope, int64_t d_model, int he
   out_proj_ = Linear(scope.child("out_proj"), d_model, d_model);
 }
 
-void MultiHeadAttention::quantize_int8(Backend& be) {
-  for (Linear* proj : {&q_proj_, &k_proj_, &v_proj_, &out_proj_}) proj->quantize_int8(be);
+void MultiHeadAttention::prepare_inference(Backend& be, bool int8) {
+  for (Linear* proj : {&q_proj_, &k_proj_, &v_proj_, &out_proj_}) proj->prepare_inference(be, int8);
 }
 
 Var MultiHeadAttention::forward(Graph& g, const Var& query, const Var& memory,

@@ -33,8 +33,8 @@ class MultiHeadAttention {
   Var attend(Graph& g, const Var& query, const AttentionKV& kv, const Tensor& key_lengths,
              bool causal) const;
 
-  // Linear::quantize_int8 of the four projections.
-  void quantize_int8(Backend& be);
+  // Linear::prepare_inference of the four projections.
+  void prepare_inference(Backend& be, bool int8);
 
   int heads() const { return heads_; }
   int64_t d_model() const { return d_model_; }

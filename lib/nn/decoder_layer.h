@@ -27,11 +27,11 @@ class DecoderLayer {
   // before it) attends to memory [B, S, d_model], the encoder output, whose positions >=
   // memory_lengths[b] (i32 [B]) are padding.
   Var forward(Graph& g, const Var& x, const Var& memory, const Tensor& memory_lengths) const;
-  // Every linear layer to int8 (Linear::quantize_int8).
-  void quantize_int8(Backend& be) {
-    self_attn_.quantize_int8(be);
-    cross_attn_.quantize_int8(be);
-    ffn_.quantize_int8(be);
+  // Linear::prepare_inference of every linear layer.
+  void prepare_inference(Backend& be, bool int8) {
+    self_attn_.prepare_inference(be, int8);
+    cross_attn_.prepare_inference(be, int8);
+    ffn_.prepare_inference(be, int8);
   }
 
   // The cross-attention keys and values of the encoder output, computed once per sentence.

@@ -10,8 +10,9 @@
 // Cache layout: [B, heads, capacity, d_head] per layer, preallocated and zero beyond the steps
 // written so far. Step t writes its keys and values into time slot t (a scatter of B * heads
 // rows) and its query attends to the whole capacity with key length t + 1 for every row, so
-// the unwritten slots get probability exactly 0. Nothing is copied per step. Why not a view of
-// the first t + 1 slots: ops take dense row-major tensors, and that view of a batch-outermost
+// the unwritten slots get probability exactly 0. Appending copies nothing else; a beam step's
+// reorder gathers each layer's cache rows into their new order (one copy per step). Why not a view
+// of the first t + 1 slots: ops take dense row-major tensors, and that view of a batch-outermost
 // cache is strided; a time-outermost cache would make it dense, but the batched GEMM needs the
 // batch outermost. The price is attention over `capacity` keys instead of t + 1: about
 // 2 * capacity * d_model multiply-adds per token and layer beside ~12 * d_model^2 for the

@@ -31,10 +31,10 @@ class EncoderLayer {
 
   // x [B, T, d_model]; key_lengths i32 [B] marks right padding (optional).
   Var forward(Graph& g, const Var& x, const Tensor& key_lengths) const;
-  // Every linear layer to int8 (Linear::quantize_int8).
-  void quantize_int8(Backend& be) {
-    self_attn_.quantize_int8(be);
-    ffn_.quantize_int8(be);
+  // Linear::prepare_inference of every linear layer.
+  void prepare_inference(Backend& be, bool int8) {
+    self_attn_.prepare_inference(be, int8);
+    ffn_.prepare_inference(be, int8);
   }
 
   const EncoderLayerConfig& config() const { return config_; }

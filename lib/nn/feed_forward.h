@@ -14,10 +14,10 @@ class FeedForward {
   FeedForward(ParamScope scope, int64_t d_model, int64_t d_ff, float relu_dropout = 0.0f);
 
   Var forward(Graph& g, const Var& x) const;
-  // Linear::quantize_int8 of both layers.
-  void quantize_int8(Backend& be) {
-    fc1_.quantize_int8(be);
-    fc2_.quantize_int8(be);
+  // Linear::prepare_inference of both layers.
+  void prepare_inference(Backend& be, bool int8) {
+    fc1_.prepare_inference(be, int8);
+    fc2_.prepare_inference(be, int8);
   }
 
  private:

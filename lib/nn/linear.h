@@ -12,19 +12,20 @@ class Linear {
   // Parameters "<scope>.weight" [out, in] and, with bias, "<scope>.bias" [out] (zeros).
   Linear(ParamScope scope, int64_t in, int64_t out, bool bias = true);
 
-  Var forward(Graph& g, const Var& x) const {
-    return int8_.defined() ? ops::linear_int8(g, x, int8_, bias_)
-                           : ops::linear(g, x, weight_, bias_);
+  Var forward(Graph& g, const Var& x) const { return ops::linear(g, x, weight_, bias_, prepared_); }
+  // Inference only from here on (forward records no gradient; call once the weights are
+  // final): the weight quantised to int8 (tx-translate --int8), or else packed for the
+  // backend's GEMM (Backend::pack_weight).
+  void prepare_inference(Backend& be, bool int8) {
+    prepared_ = ops::PreparedWeight::prepare(be, weight_->value, int8);
   }
-  // Quantises the weight for int8 inference (tx-translate --int8): forward uses it from then on.
-  void quantize_int8(Backend& be) { int8_ = ops::Int8Weight::quantize(be, weight_->value); }
 
   const Var& weight() const { return weight_; }
   const Var& bias() const { return bias_; }  // null without bias
 
  private:
   Var weight_, bias_;
-  ops::Int8Weight int8_;  // empty unless quantize_int8 was called
+  ops::PreparedWeight prepared_;  // empty until prepare_inference
 };
 
 }  // namespace tx::nn

@@ -83,14 +83,13 @@ Var Transformer::encode(Graph& g, const Tensor& src_ids, const Tensor& src_lengt
 
 Var Transformer::logits(Graph& g, const Var& x) const {
   Var h = config_.pre_norm ? decoder_norm_.forward(g, x) : x;
-  return output_int8_.defined() ? ops::linear_int8(g, h, output_int8_, nullptr)
-                                : ops::linear(g, h, output_weight_, nullptr);
+  return ops::linear(g, h, output_weight_, nullptr, output_prepared_);
 }
 
-void Transformer::quantize_int8(Backend& be, bool output_layer) {
-  for (EncoderLayer& layer : encoder_) layer.quantize_int8(be);
-  for (DecoderLayer& layer : decoder_) layer.quantize_int8(be);
-  if (output_layer) output_int8_ = ops::Int8Weight::quantize(be, output_weight_->value);
+void Transformer::prepare_inference(Backend& be, bool int8) {
+  for (EncoderLayer& layer : encoder_) layer.prepare_inference(be, int8);
+  for (DecoderLayer& layer : decoder_) layer.prepare_inference(be, int8);
+  output_prepared_ = ops::PreparedWeight::prepare(be, output_weight_->value, int8);
 }
 
 Var Transformer::decode(Graph& g, const Var& memory, const Tensor& src_lengths,

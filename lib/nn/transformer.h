@@ -50,10 +50,12 @@ class Transformer {
   // logits [B, tgt_vocab] of the next token, equal to decode()'s at that position.
   Var decode_step(Graph& g, DecoderState& state, const Tensor& tgt_ids, int64_t step) const;
 
-  // int8 inference (tx-translate --int8): every linear layer of the encoder and decoder, and
-  // with output_layer the projection to the vocabulary, runs Backend::gemm_i8 on weights
-  // quantised per output row from here on; embeddings, LayerNorms and attention stay f32.
-  void quantize_int8(Backend& be, bool output_layer = true);
+  // Inference only from here on (tx-translate, tx-score): every linear layer of the encoder
+  // and decoder and the projection to the vocabulary run on weights prepared once: with int8
+  // (--int8) quantised per output row (Backend::gemm_i8), else packed for the backend's GEMM
+  // (Backend::gemm_packed). Embeddings, LayerNorms and attention are unchanged. Gradients
+  // through the prepared layers are an error.
+  void prepare_inference(Backend& be, bool int8);
 
   const io::ModelConfig& config() const { return config_; }
   const Embedding& src_embedding() const { return src_embed_; }
@@ -72,7 +74,7 @@ class Transformer {
   std::vector<DecoderLayer> decoder_;
   LayerNorm encoder_norm_, decoder_norm_;  // pre_norm only
   Var output_weight_;
-  ops::Int8Weight output_int8_;  // empty unless quantize_int8(.., true)
+  ops::PreparedWeight output_prepared_;  // empty until prepare_inference
 };
 
 }  // namespace tx::nn

@@ -1,0 +1,116 @@
+// Conformance: pack_weight and gemm_packed (a weight packed once for inference) against loops.
+#include <cmath>
+
+#include "support/backends.h"
+#include "support/reference.h"
+
+namespace {
+
+using tx::Shape;
+using tx::Tensor;
+using namespace tx::test;
+using Catch::Contains;
+
+// c = a w^T in double for a [m, k], w [n, k], with per-element tolerances.
+void reference(const std::vector<float>& a, const std::vector<float>& w, int64_t m, int64_t n,
+               int64_t k, double rel, std::vector<double>& c, std::vector<double>& tol) {
+  c.assign(static_cast<size_t>(m * n), 0.0);
+  tol.assign(c.size(), 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0, mag = 0;
+      for (int64_t q = 0; q < k; ++q) {
+        const double p = double(a[i * k + q]) * w[j * k + q];
+        s += p;
+        mag += std::fabs(p);
+      }
+      c[i * n + j] = s;
+      tol[i * n + j] = rel * mag + 1e-6;
+    }
+}
+
+// Packs w [n, k] once and multiplies it with a of each row count in `rows` (c starts as
+// garbage that must not leak into the result); rows > 8 also go in as [2, rows / 2, k].
+void check_packed(tx::Backend& be, int64_t n, int64_t k, const std::vector<int64_t>& rows,
+                  uint64_t seed) {
+  const std::vector<float> w = random_vector(static_cast<size_t>(n * k), seed);
+  const tx::Backend::PackedWeight packed = be.pack_weight(be.upload(w, {n, k}));
+  REQUIRE(packed.defined());
+  for (int64_t m : rows) {
+    const std::vector<float> a = random_vector(static_cast<size_t>(m * k), seed + 1 + m);
+    std::vector<double> want, tol;
+    reference(a, w, m, n, k, gemm_tolerance(be, k), want, tol);
+    const bool three_d = m > 8 && m % 2 == 0;
+    const Shape a_shape = three_d ? Shape{2, m / 2, k} : Shape{m, k};
+    const Shape c_shape = three_d ? Shape{2, m / 2, n} : Shape{m, n};
+    Tensor c = be.upload(random_vector(static_cast<size_t>(m * n), seed + 2, -1e4f, 1e4f), c_shape);
+    be.gemm_packed(be.upload(a, a_shape), packed, c);
+    INFO("gemm_packed M=" << m << " N=" << n << " K=" << k << " a " << a_shape.str());
+    TX_REQUIRE_OK(compare_tol(fetch(be, c), want, tol));
+  }
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("gemm_packed: a w^T for any row count from one packing, odd and model shapes",
+                   "[gemm][packed]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  uint64_t seed = 400;
+  for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 1}, {7, 33}, {65, 7}, {33, 65}, {300, 129}, {1000, 256}, {256, 1024}, {768, 256}})
+    check_packed(*be, n, k, {1, 5, 37, 160, 300}, seed += 10);
+}
+
+TEMPLATE_TEST_CASE("gemm_packed: the output layer's shape at beam-search row counts",
+                   "[gemm][packed]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  check_packed(*be, 8000, 256, {160, 3, 480}, 500);
+}
+
+TEMPLATE_TEST_CASE("gemm_packed: mismatched shapes and unpacked weights are errors naming them",
+                   "[gemm][packed]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  const tx::Backend::PackedWeight w = be->pack_weight(be->zeros({6, 4}));
+  CHECK_THROWS_WITH(be->gemm_packed(be->zeros({3, 5}), w, be->zeros({3, 6})),
+                    Contains("gemm_packed: a [3, 5] must have K = 4"));
+  CHECK_THROWS_WITH(be->gemm_packed(be->zeros({3, 4}), w, be->zeros({3, 5})),
+                    Contains("gemm_packed: c [3, 5] must be [3, 6]"));
+  CHECK_THROWS_WITH(
+      be->gemm_packed(be->zeros({3, 4}), tx::Backend::PackedWeight{}, be->zeros({3, 6})),
+      Contains("not packed"));
+  CHECK_THROWS_WITH(be->pack_weight(be->zeros({2, 3, 4})), Contains("must be 2-D"));
+  // An empty product leaves nothing to do; K = 0 is a zero sum.
+  be->gemm_packed(be->zeros({0, 4}), w, be->zeros({0, 6}));
+  Tensor c = be->upload(std::vector<float>(6, 5.0f), {1, 6});
+  be->gemm_packed(be->zeros({1, 0}), be->pack_weight(be->zeros({6, 0})), c);
+  CHECK(fetch(*be, c) == std::vector<float>(6, 0.0f));
+}
+
+TEST_CASE("gemm_packed on the CPU: oneDNN's layout is used, and another thread count still works",
+          "[gemm][packed]") {
+  tx::register_builtin_backends();
+  tx::BackendOptions two;
+  two.threads = 2;
+  std::unique_ptr<tx::Backend> be = tx::create_backend("cpu", two);
+  const int64_t n = 1000, k = 256, m = 37;
+  const std::vector<float> w = random_vector(n * k, 600), a = random_vector(m * k, 601);
+  const tx::Backend::PackedWeight packed = be->pack_weight(be->upload(w, {n, k}));
+  // Debian's oneDNN 2.6 exports the pack API (backends/cpu/dnnl_pack_api.h).
+  CHECK(packed.packed.defined());
+  std::vector<double> want, tol;
+  reference(a, w, m, n, k, gemm_tolerance(*be, k), want, tol);
+  Tensor c = be->empty({m, n});
+  be->gemm_packed(be->upload(a, {m, k}), packed, c);
+  TX_REQUIRE_OK(compare_tol(fetch(*be, c), want, tol));
+  {
+    // A backend of one thread sets the process's OpenMP count to 1: the layout cut for two
+    // is not read then (oneDNN would crash), the weight is used as it is.
+    tx::BackendOptions one;
+    one.threads = 1;
+    std::unique_ptr<tx::Backend> single = tx::create_backend("cpu", one);
+    Tensor c1 = be->empty({m, n});
+    be->gemm_packed(be->upload(a, {m, k}), packed, c1);
+    TX_REQUIRE_OK(compare_tol(fetch(*be, c1), want, tol));
+  }
+  be = tx::create_backend("cpu");  // back to the default count the other cases run with
+}
