@@ -31,6 +31,14 @@ class CpuBackend : public Backend {
                  float alpha, float beta) override;
   void pack_weight_impl(PackedWeight& p) override;
   void gemm_packed_impl(const Tensor& a, const PackedWeight& w, const Tensor& c) override;
+  // The rows a packed layout is cut for. The f32 layout serves any row count; oneDNN's int8
+  // one gives wrong sums beyond it (conformance, M = 300), so gemm_i8 runs in slices of it.
+  static constexpr int64_t kPackRows = 256;
+  // pack_weight_impl of an i8 weight (packed_gemm.cc); gemm_i8_impl reads it.
+  void pack_i8_weight(PackedWeight& p);
+  // Whether p's packed layout can be read here: packed, for this thread count, outside a
+  // parallel region (oneDNN splits the layout among the threads it was packed with).
+  static bool packed_usable(const PackedWeight& p);
   void add_bias_impl(const Tensor& x, const Tensor& bias, const Tensor& y) override;
   void add_impl(const Tensor& a, const Tensor& b, const Tensor& y) override;
   void axpy_impl(float alpha, const Tensor& x, const Tensor& y) override;
@@ -68,7 +76,7 @@ class CpuBackend : public Backend {
   void top_k_impl(const Tensor& x, int k, const Tensor& values, const Tensor& indices) override;
   void quantize_rows_impl(const Tensor& x, int max_level, const Tensor& q,
                           const Tensor& scales) override;
-  void gemm_i8_impl(const Tensor& a, const Tensor& a_scales, const Tensor& b,
+  void gemm_i8_impl(const Tensor& a, const Tensor& a_scales, const PackedWeight& b,
                     const Tensor& b_scales, const Tensor& bias, const Tensor& c) override;
   void sum_impl(const Tensor& x, const Tensor& out) override;
   void squared_norm_impl(const Tensor& x, const Tensor& out) override;

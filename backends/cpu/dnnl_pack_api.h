@@ -7,6 +7,7 @@
 #include <dnnl.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace dnnl::impl::cpu {
 
@@ -25,5 +26,21 @@ dnnl_status_t sgemm_compute(const char* transa, const char* transb, const dnnl_d
                             const dnnl_dim_t* N, const dnnl_dim_t* K, const float* A,
                             const dnnl_dim_t* lda, const float* B, const dnnl_dim_t* ldb,
                             const float* beta, float* C, const dnnl_dim_t* ldc);
+
+// The int8 pair: A s8, B u8, i32 sums; offsetc "C" adds co[i] to row i of C (column-major).
+dnnl_status_t gemm_s8u8s32_pack_get_size(const char* identifier, const char* transa,
+                                         const char* transb, const dnnl_dim_t* M,
+                                         const dnnl_dim_t* N, const dnnl_dim_t* K,
+                                         const dnnl_dim_t* lda, const dnnl_dim_t* ldb, size_t* size,
+                                         bool* pack);
+dnnl_status_t gemm_s8u8s32_pack(const char* identifier, const char* transa, const char* transb,
+                                const dnnl_dim_t* M, const dnnl_dim_t* N, const dnnl_dim_t* K,
+                                const dnnl_dim_t* lda, const dnnl_dim_t* ldb, const void* src,
+                                void* dst);
+dnnl_status_t gemm_s8u8s32_compute(const char* transa, const char* transb, const char* offsetc,
+                                   const dnnl_dim_t* M, const dnnl_dim_t* N, const dnnl_dim_t* K,
+                                   const int8_t* A, const dnnl_dim_t* lda, const uint8_t* B,
+                                   const dnnl_dim_t* ldb, const float* beta, int32_t* C,
+                                   const dnnl_dim_t* ldc, const int32_t* co);
 
 }  // namespace dnnl::impl::cpu

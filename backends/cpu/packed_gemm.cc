@@ -11,13 +11,15 @@
 
 namespace tx::cpu {
 
-namespace {
-// The rows the layout is cut for; any row count works with it (oneDNN splits the weight's
-// rows among the threads, not a's).
-constexpr dnnl_dim_t kPackRows = 256;
-}  // namespace
+bool CpuBackend::packed_usable(const PackedWeight& p) {
+  return p.packed.defined() && !omp_in_parallel() && omp_get_max_threads() == p.threads;
+}
 
 void CpuBackend::pack_weight_impl(PackedWeight& p) {
+  if (p.weight.dtype() == DType::i8) {
+    pack_i8_weight(p);
+    return;
+  }
 #if TX_DNNL_PACKED_SGEMM
   // Column-major, as oneDNN's BLAS-style pack API counts: c^T [N, M] = (w [N, K] read as the
   // transposed K x N) x a^T [K, M]; the weight is BLAS's operand A.
@@ -40,11 +42,42 @@ void CpuBackend::pack_weight_impl(PackedWeight& p) {
 #endif
 }
 
+// The i8 layout is oneDNN's s8 x u8 panels followed (64-byte aligned) by one i32 per weight
+// row, -128 times its sum: gemm_i8 hands the activations over as u8 (zero point 128), and the
+// packed routine takes that zero point only as such a per-row offset.
+void CpuBackend::pack_i8_weight(PackedWeight& p) {
+#if TX_DNNL_PACKED_SGEMM
+  namespace pack = dnnl::impl::cpu;
+  const dnnl_dim_t n = p.weight.dim(0), k = p.weight.dim(1), rows = kPackRows;
+  size_t bytes = 0;
+  bool worth = false;
+  if (pack::gemm_s8u8s32_pack_get_size("A", "T", "N", &n, &rows, &k, &k, &k, &bytes, &worth) !=
+          dnnl_success ||
+      !worth || bytes == 0)
+    return;
+  const size_t offsets_at = (bytes + 63) / 64 * 64;
+  Tensor packed = empty({static_cast<int64_t>(offsets_at + n * sizeof(int32_t))}, DType::i8);
+  if (pack::gemm_s8u8s32_pack("A", "T", "N", &n, &rows, &k, &k, &k, p.weight.raw(), packed.raw()) !=
+      dnnl_success)
+    return;
+  auto* offsets = reinterpret_cast<int32_t*>(static_cast<char*>(packed.raw()) + offsets_at);
+  const int8_t* w = p.weight.data<int8_t>();
+  for (int64_t r = 0; r < n; ++r) {
+    int32_t sum = 0;
+    for (int64_t c = 0; c < k; ++c) sum += w[r * k + c];
+    offsets[r] = -128 * sum;
+  }
+  p.packed = packed;
+  p.threads = omp_get_max_threads();
+#else
+  (void)p;
+#endif
+}
+
 void CpuBackend::gemm_packed_impl(const Tensor& a, const PackedWeight& w, const Tensor& c) {
 #if TX_DNNL_PACKED_SGEMM
-  // The layout is split among the threads it was packed with, and oneDNN reads it only with as
-  // many (fewer crash it): any other count takes the weight as it is.
-  if (w.packed.defined() && !omp_in_parallel() && omp_get_max_threads() == w.threads) {
+  // Any other thread count (fewer crash oneDNN) takes the weight as it is.
+  if (packed_usable(w)) {
     // BLAS's M, N, K (column-major, as packed): the weight's rows, a's rows, the inner size.
     const dnnl_dim_t m = w.weight.dim(0), n = a.shape().rows(), k = w.weight.dim(1);
     const float beta = 0.0f;

@@ -86,7 +86,7 @@ class CudaBackend : public Backend {
   void top_k_impl(const Tensor& x, int k, const Tensor& values, const Tensor& indices) override;
   void quantize_rows_impl(const Tensor& x, int max_level, const Tensor& q,
                           const Tensor& scales) override;
-  void gemm_i8_impl(const Tensor& a, const Tensor& a_scales, const Tensor& b,
+  void gemm_i8_impl(const Tensor& a, const Tensor& a_scales, const PackedWeight& b,
                     const Tensor& b_scales, const Tensor& bias, const Tensor& c) override;
   void sum_impl(const Tensor& x, const Tensor& out) override;
   void squared_norm_impl(const Tensor& x, const Tensor& out) override;

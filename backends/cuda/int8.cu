@@ -66,8 +66,9 @@ void CudaBackend::quantize_rows_impl(const Tensor& x, int max_level, const Tenso
   check_launch("quantize_rows");
 }
 
-void CudaBackend::gemm_i8_impl(const Tensor& a, const Tensor& a_scales, const Tensor& b,
+void CudaBackend::gemm_i8_impl(const Tensor& a, const Tensor& a_scales, const PackedWeight& packed,
                                const Tensor& b_scales, const Tensor& bias, const Tensor& c) {
+  const Tensor& b = packed.weight;  // the kernel reads the weight as it is
   const int64_t m = a.shape().rows(), n = b.dim(0), k = b.dim(1);
   const int64_t tiles = (m + kTile - 1) / kTile * ((n + kTile - 1) / kTile);
   TX_LAUNCH(gemm_i8_kernel, static_cast<int>(std::min<int64_t>(tiles, kMaxBlocks)), kTile * kTile,

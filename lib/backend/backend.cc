@@ -179,7 +179,9 @@ void Backend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
 }
 
 Backend::PackedWeight Backend::pack_weight(const Tensor& w) {
-  f32_arg(*this, "pack_weight", "w", w);
+  require_device("pack_weight", "w", w, *this);
+  TX_CHECK(w.dtype() == DType::f32 || w.dtype() == DType::i8, "pack_weight: w ", w.str(),
+           " must be f32 (gemm_packed) or i8 (gemm_i8)");
   TX_CHECK(w.ndim() == 2, "pack_weight: w ", w.shape().str(), " must be 2-D [N, K]");
   PackedWeight p;
   p.weight = w;
@@ -532,6 +534,15 @@ void Backend::quantize_rows(const Tensor& x, int max_level, const Tensor& q, con
 
 void Backend::gemm_i8(const Tensor& a, const Tensor& a_scales, const Tensor& b,
                       const Tensor& b_scales, const Tensor& bias, const Tensor& c) {
+  require_defined("gemm_i8", "b", b);
+  PackedWeight as_is;
+  as_is.weight = b;
+  gemm_i8(a, a_scales, as_is, b_scales, bias, c);
+}
+
+void Backend::gemm_i8(const Tensor& a, const Tensor& a_scales, const PackedWeight& packed,
+                      const Tensor& b_scales, const Tensor& bias, const Tensor& c) {
+  const Tensor& b = packed.weight;
   require_dtype("gemm_i8", "a", a, DType::i8);
   require_device("gemm_i8", "a", a, *this);
   require_dtype("gemm_i8", "b", b, DType::i8);
@@ -559,11 +570,11 @@ void Backend::gemm_i8(const Tensor& a, const Tensor& a_scales, const Tensor& b,
     return;
   }
   if (!profiling_) {
-    gemm_i8_impl(a, a_scales, b, b_scales, bias, c);
+    gemm_i8_impl(a, a_scales, packed, b_scales, bias, c);
     return;
   }
   tally_gemm(2.0 * double(c.numel()) * double(k),
-             [&] { gemm_i8_impl(a, a_scales, b, b_scales, bias, c); });
+             [&] { gemm_i8_impl(a, a_scales, packed, b_scales, bias, c); });
 }
 
 // ---- reductions -------------------------------------------------------------------------------

@@ -67,10 +67,11 @@ class Backend {
   void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
             float alpha = 1.0f, float beta = 0.0f);
 
-  // A weight w f32 [N, K] (a linear layer's [out, in]) prepared once for many products a w^T
-  // at inference: the CPU backend packs it into its GEMM's panel layout, which sgemm otherwise
-  // redoes on every call (docs/backends.md); cuBLAS takes w as it is. Valid while w's values
-  // do not change (not for a model in training).
+  // A weight w [N, K] (a linear layer's [out, in]) prepared once for many products a w^T at
+  // inference, f32 for gemm_packed or i8 for gemm_i8: the CPU backend packs it into its GEMM's
+  // panel layout, which oneDNN otherwise redoes on every call (docs/backends.md); cuBLAS and
+  // the CUDA int8 kernel take w as it is. Valid while w's values do not change (not for a
+  // model in training).
   struct PackedWeight {
     Tensor weight;    // w itself (shares its memory)
     Tensor packed;    // the backend's layout; undefined where the backend uses w directly
@@ -165,6 +166,9 @@ class Backend {
   // sums are exact in i32 for |a| <= 127 and |b| <= kInt8WeightLevel.
   void gemm_i8(const Tensor& a, const Tensor& a_scales, const Tensor& b, const Tensor& b_scales,
                const Tensor& bias, const Tensor& c);
+  // The same with b prepared once (pack_weight of the i8 weight): the same exact sums.
+  void gemm_i8(const Tensor& a, const Tensor& a_scales, const PackedWeight& b,
+               const Tensor& b_scales, const Tensor& bias, const Tensor& c);
 
   // ---- reductions ----------------------------------------------------------------------------
   void sum(const Tensor& x, const Tensor& out);           // out [1] = sum of all elements
@@ -252,7 +256,7 @@ class Backend {
   virtual void top_k_impl(const Tensor& x, int k, const Tensor& values, const Tensor& indices) = 0;
   virtual void quantize_rows_impl(const Tensor& x, int max_level, const Tensor& q,
                                   const Tensor& scales) = 0;
-  virtual void gemm_i8_impl(const Tensor& a, const Tensor& a_scales, const Tensor& b,
+  virtual void gemm_i8_impl(const Tensor& a, const Tensor& a_scales, const PackedWeight& b,
                             const Tensor& b_scales, const Tensor& bias, const Tensor& c) = 0;
   virtual void sum_impl(const Tensor& x, const Tensor& out) = 0;
   virtual void squared_norm_impl(const Tensor& x, const Tensor& out) = 0;

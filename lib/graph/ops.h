@@ -21,6 +21,7 @@ Var matmul(Graph& g, const Var& a, bool trans_a, const Var& b, bool trans_b, flo
 // Backend::kInt8WeightLevel, scales f32 [out] (Backend::quantize_rows).
 struct Int8Weight {
   Tensor values, scales;
+  Backend::PackedWeight packed;  // values prepared for gemm_i8 (Backend::pack_weight)
   bool defined() const { return values.defined(); }
   static Int8Weight quantize(Backend& be, const Tensor& w);
 };

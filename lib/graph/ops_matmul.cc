@@ -38,8 +38,11 @@ Var linear(Graph& g, const Var& x, const Var& w, const Var& b) {
 
 Int8Weight Int8Weight::quantize(Backend& be, const Tensor& w) {
   TX_CHECK(w.ndim() == 2, "Int8Weight: weight ", w.str(), " must be 2-D [out, in]");
-  Int8Weight q{be.empty(w.shape(), DType::i8), be.empty({w.dim(0)})};
+  Int8Weight q;
+  q.values = be.empty(w.shape(), DType::i8);
+  q.scales = be.empty({w.dim(0)});
   be.quantize_rows(w, Backend::kInt8WeightLevel, q.values, q.scales);
+  q.packed = be.pack_weight(q.values);
   return q;
 }
 
@@ -57,7 +60,7 @@ Var linear_int8(Graph& g, const Var& x, const Int8Weight& w, const Var& b) {
   Var y = g.output(Shape(dims), false);
   Tensor xq = be.empty({rows, in}, DType::i8), x_scales = be.empty({rows});
   be.quantize_rows(xv.view({rows, in}), 127, xq, x_scales);
-  be.gemm_i8(xq, x_scales, w.values, w.scales, b ? b->value : Tensor(), y->value.view({rows, out}));
+  be.gemm_i8(xq, x_scales, w.packed, w.scales, b ? b->value : Tensor(), y->value.view({rows, out}));
   return y;
 }
 

@@ -87,8 +87,10 @@ TEMPLATE_TEST_CASE("quantize_rows: per-row scale max|x| / level, values rounded 
   }
 }
 
-TEMPLATE_TEST_CASE("gemm_i8: exact i32 sums at the extremes, scaled back, with and without bias",
-                   "[int8]", TX_BACKENDS) {
+TEMPLATE_TEST_CASE(
+    "gemm_i8: exact i32 sums at the extremes, scaled back, with and without bias, b as it is "
+    "and packed once",
+    "[int8]", TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);
   struct Case {
     int64_t m, n, k;
@@ -96,9 +98,10 @@ TEMPLATE_TEST_CASE("gemm_i8: exact i32 sums at the extremes, scaled back, with a
   uint64_t seed = 800;
   // K up to 1030: 127 * 63 * 1030 sums stay exact in f32 (< 2^24), so a sum the kernel
   // saturated anywhere on the way shows as a wrong value.
-  for (const Case& s :
-       {Case{1, 1, 1}, Case{7, 33, 65}, Case{33, 65, 7}, Case{17, 9, 1030}, Case{160, 130, 256}})
-    for (bool with_bias : {false, true}) {
+  for (const Case& s : {Case{1, 1, 1}, Case{7, 33, 65}, Case{33, 65, 7}, Case{17, 9, 1030},
+                        Case{160, 130, 256}, Case{37, 1000, 256}, Case{300, 256, 1030}})
+    for (int variant = 0; variant < 4; ++variant) {
+      const bool with_bias = variant & 1, packed = variant & 2;
       ++seed;
       const std::vector<int8_t> a = random_levels(s.m * s.k, seed, 127);
       const std::vector<int8_t> b =
@@ -109,10 +112,16 @@ TEMPLATE_TEST_CASE("gemm_i8: exact i32 sums at the extremes, scaled back, with a
           with_bias ? random_vector(s.n, seed + 4) : std::vector<float>();
       // c starts as large garbage: it must be overwritten, not accumulated into.
       Tensor c = be->upload(random_vector(s.m * s.n, seed + 5, -1e4f, 1e4f), {s.m, s.n});
-      be->gemm_i8(upload_i8(*be, a, {s.m, s.k}), be->upload(sa, {s.m}),
-                  upload_i8(*be, b, {s.n, s.k}), be->upload(sb, {s.n}),
-                  with_bias ? be->upload(bias, {s.n}) : Tensor(), c);
-      INFO("M=" << s.m << " N=" << s.n << " K=" << s.k << " bias=" << with_bias);
+      const Tensor bt = upload_i8(*be, b, {s.n, s.k});
+      const Tensor at = upload_i8(*be, a, {s.m, s.k});
+      const Tensor bias_t = with_bias ? be->upload(bias, {s.n}) : Tensor();
+      if (packed)
+        be->gemm_i8(at, be->upload(sa, {s.m}), be->pack_weight(bt), be->upload(sb, {s.n}), bias_t,
+                    c);
+      else
+        be->gemm_i8(at, be->upload(sa, {s.m}), bt, be->upload(sb, {s.n}), bias_t, c);
+      INFO("M=" << s.m << " N=" << s.n << " K=" << s.k << " bias=" << with_bias
+                << " packed=" << packed);
       TX_REQUIRE_OK(
           compare(fetch(*be, c), reference_gemm_i8(a, sa, b, sb, bias, s.m, s.n, s.k), 1e-6, 1e-6));
     }

@@ -86,8 +86,10 @@ TEMPLATE_TEST_CASE("gemm_packed: mismatched shapes and unpacked weights are erro
   CHECK(fetch(*be, c) == std::vector<float>(6, 0.0f));
 }
 
-TEST_CASE("gemm_packed on the CPU: oneDNN's layout is used, and another thread count still works",
-          "[gemm][packed]") {
+TEST_CASE(
+    "gemm_packed and gemm_i8 on the CPU: oneDNN's packed layout is used, another thread count "
+    "still works",
+    "[gemm][packed]") {
   tx::register_builtin_backends();
   tx::BackendOptions two;
   two.threads = 2;
@@ -111,6 +113,36 @@ TEST_CASE("gemm_packed on the CPU: oneDNN's layout is used, and another thread c
     Tensor c1 = be->empty({m, n});
     be->gemm_packed(be->upload(a, {m, k}), packed, c1);
     TX_REQUIRE_OK(compare_tol(fetch(*be, c1), want, tol));
+  }
+  // An i8 weight packs too (gemm_i8), and reads as it is under another thread count.
+  const int64_t n8 = 300, k8 = 256, m8 = 5;
+  std::vector<int8_t> w8(static_cast<size_t>(n8 * k8)), a8(static_cast<size_t>(m8 * k8));
+  for (size_t i = 0; i < w8.size(); ++i) w8[i] = static_cast<int8_t>(int(i * 7 % 127) - 63);
+  for (size_t i = 0; i < a8.size(); ++i) a8[i] = static_cast<int8_t>(int(i * 13 % 255) - 127);
+  Tensor w8t = be->empty({n8, k8}, tx::DType::i8), a8t = be->empty({m8, k8}, tx::DType::i8);
+  be->copy_from_host(w8.data(), w8t);
+  be->copy_from_host(a8.data(), a8t);
+  const tx::Backend::PackedWeight packed8 = be->pack_weight(w8t);
+  CHECK(packed8.packed.defined());
+  const Tensor ones_m = be->upload(std::vector<float>(m8, 1.0f), {m8});
+  const Tensor ones_n = be->upload(std::vector<float>(n8, 1.0f), {n8});
+  std::vector<float> want8(static_cast<size_t>(m8 * n8));
+  for (int64_t i = 0; i < m8; ++i)
+    for (int64_t j = 0; j < n8; ++j) {
+      int64_t sum = 0;
+      for (int64_t q = 0; q < k8; ++q) sum += int64_t(a8[i * k8 + q]) * w8[j * k8 + q];
+      want8[i * n8 + j] = static_cast<float>(sum);  // |sum| < 2^24: exact in f32
+    }
+  Tensor c8 = be->empty({m8, n8});
+  be->gemm_i8(a8t, ones_m, packed8, ones_n, Tensor(), c8);
+  CHECK(fetch(*be, c8) == want8);
+  {
+    tx::BackendOptions one;
+    one.threads = 1;
+    std::unique_ptr<tx::Backend> single = tx::create_backend("cpu", one);
+    Tensor c1 = be->empty({m8, n8});
+    be->gemm_i8(a8t, ones_m, packed8, ones_n, Tensor(), c1);
+    CHECK(fetch(*be, c1) == want8);
   }
   be = tx::create_backend("cpu");  // back to the default count the other cases run with
 }
