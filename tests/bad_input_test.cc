@@ -223,6 +223,8 @@ TEST_CASE("bad input: tx-train names the bad corpus or config, and writes nothin
   check_fails(train("nul.txt", "nul.txt"), p, 1, {"nul.txt' line 2", "NUL byte"});
   check_fails(train("train.src", "train.tgt", " --config " + f.dir.file("wrong_type.train.json")),
               p, 2, {"wrong_type.train.json", "learn-rate", "expected a number"});
+  check_fails(train("train.src", "train.tgt", " --lr-schedule linear --lr-warmup 5"), p, 1,
+              {"'linear'", "last update (1)", "warmup (5)", "--lr-warmup"});
   // None of the failures left a model behind.
   CHECK_FALSE(std::filesystem::exists(f.dir.file("out/model.safetensors")));
   CHECK_FALSE(std::filesystem::exists(f.dir.file("out/checkpoint.safetensors")));

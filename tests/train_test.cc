@@ -67,6 +67,37 @@ TEST_CASE("train lr schedule: inverse-sqrt warms up linearly to the peak, then d
   CHECK(s(16000) == Approx(peak / 2).epsilon(1e-12));
 }
 
+TEST_CASE("train lr schedule: linear warms up, then falls in a straight line to the last update",
+          "[train][lr]") {
+  const double peak = 2e-3;
+  LrSchedule s = LrSchedule::linear(peak, 800, 2604);
+  // Plain arithmetic: 800 warm-up steps up, then 1805 steps (800 .. 2604) down to peak / 1805.
+  CHECK(s(1) == Approx(peak / 800).epsilon(1e-12));
+  CHECK(s(400) == Approx(peak / 2).epsilon(1e-12));
+  CHECK(s(799) == Approx(peak * 799 / 800).epsilon(1e-12));
+  CHECK(s(800) == Approx(peak).epsilon(1e-15));
+  CHECK(s(801) == Approx(peak * 1804 / 1805).epsilon(1e-12));
+  CHECK(s(1702) == Approx(peak * 903 / 1805).epsilon(1e-12));
+  CHECK(s(2604) == Approx(peak / 1805).epsilon(1e-12));
+  CHECK(s(2605) == 0);
+  for (int64_t step = 801; step <= 2604; step += 101) CHECK(s(step) < s(step - 1));
+  CHECK(s.describe() == "linear(lr=0.002, warmup=800, to 0 at update 2604)");
+  // A run as short as its warm-up peaks at its last update.
+  CHECK(LrSchedule::linear(peak, 10, 10)(10) == Approx(peak));
+  CHECK_THROWS_WITH(LrSchedule::linear(peak, 800, 799),
+                    Contains("before the end of the warmup (800)") && Contains("--lr-warmup"));
+
+  LrOptions o;
+  o.schedule = "linear";
+  o.lr = peak;
+  o.warmup = 800;
+  CHECK_THROWS_WITH(LrSchedule::from_options(o),
+                    Contains("'linear'") && Contains("--after-epochs or --after-updates"));
+  o.total_updates = 2604;
+  CHECK(LrSchedule::from_options(o).kind() == LrSchedule::Kind::linear);
+  CHECK(LrSchedule::from_options(o)(2604) == s(2604));
+}
+
 TEST_CASE("train lr schedule: constant, names, and invalid settings", "[train][lr]") {
   LrSchedule c = LrSchedule::constant(3e-4);
   CHECK(c(1) == 3e-4);
@@ -91,13 +122,14 @@ TEST_CASE("train lr schedule: constant, names, and invalid settings", "[train][l
   }
   o.schedule = "constant";
   CHECK(LrSchedule::from_options(o)(7) == 1e-3);
-  CHECK(LrSchedule::names() == std::vector<std::string>{"transformer", "inverse-sqrt", "constant"});
+  CHECK(LrSchedule::names() ==
+        std::vector<std::string>{"transformer", "inverse-sqrt", "linear", "constant"});
   CHECK_THAT(LrSchedule::from_options(o).describe(), Contains("constant(lr=0.001)"));
 
   o.schedule = "cosine";
   CHECK_THROWS_WITH(LrSchedule::from_options(o),
                     Contains("unknown learning-rate schedule 'cosine'") &&
-                        Contains("transformer, inverse-sqrt or constant"));
+                        Contains("transformer, inverse-sqrt, linear or constant"));
   CHECK_THROWS_WITH(LrSchedule::transformer(512, 0), Contains("warmup = 0"));
   CHECK_THROWS_WITH(LrSchedule::inverse_sqrt(-1, 10), Contains("lr = -1"));
   CHECK_THROWS_WITH(LrSchedule::constant(0), Contains("positive"));

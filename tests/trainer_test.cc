@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -102,6 +103,45 @@ TEMPLATE_TEST_CASE("trainer: the loss falls, validation runs, checkpoint and mod
   tx::train::Adam adam(*be, params);
   CHECK(tx::train::load_checkpoint(ckpt, *be, config, params, adam).update == 40);
   CHECK(adam.steps() == 40);
+}
+
+// The rate of every update from the JSON log (the run must log each update: disp_freq 1).
+std::vector<std::pair<int64_t, double>> logged_rates(const std::string& model_dir) {
+  std::ifstream in(Trainer::log_path(model_dir));
+  std::vector<std::pair<int64_t, double>> rates;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j["type"] == "train") rates.emplace_back(j["update"].get<int64_t>(), j["lr"].get<double>());
+  }
+  return rates;
+}
+
+TEMPLATE_TEST_CASE("trainer: --lr-schedule linear reaches its floor at the run's real last update",
+                   "[trainer]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  for (const int64_t after_updates : {int64_t(0), int64_t(9)}) {
+    INFO("after_updates " << after_updates);
+    TempDir dir;
+    TrainerOptions o = tiny_options(dir);
+    o.lr.schedule = "linear";
+    o.lr.lr = 4e-3;
+    o.lr.warmup = 4;
+    o.after_epochs = 3;
+    o.after_updates = after_updates;
+    o.optimizer_delay = 2;  // an update of two batches may span an epoch's end
+    o.disp_freq = 1;
+    const tx::train::TrainerResult r = Trainer(*be, o).run();
+    if (after_updates > 0) CHECK(r.updates == after_updates);
+    const auto rates = logged_rates(o.model_dir);
+    REQUIRE(int64_t(rates.size()) == r.updates);
+    REQUIRE(r.updates > o.lr.warmup + 2);
+    // The trainer planned the decay for exactly the updates it then ran: the last one runs at
+    // peak / (updates + 1 - warmup), which no other planned total gives.
+    CHECK(rates.back().first == r.updates);
+    CHECK(rates.back().second == Approx(4e-3 / double(r.updates + 1 - o.lr.warmup)).epsilon(1e-6));
+    CHECK(rates[size_t(o.lr.warmup - 1)].second == Approx(4e-3).epsilon(1e-6));
+    CHECK(rates[0].second == Approx(1e-3).epsilon(1e-6));
+  }
 }
 
 TEMPLATE_TEST_CASE("trainer: N updates, stop, resume N = 2N straight, bit for bit", "[trainer]",

@@ -236,13 +236,16 @@ std::vector<OptionSpec> make_registry() {
                      kTrain, train_data, positive));
   t.push_back(option("lr-schedule", OptionType::text, "transformer",
                      "Learning-rate schedule: transformer (the paper's), inverse-sqrt "
-                     "(fairseq's) or constant",
+                     "(fairseq's), linear (warm-up, then down to 0 at the last update of "
+                     "--after-epochs/--after-updates) or constant",
                      kTrain, training, one_of(train::LrSchedule::names())));
   t.push_back(option("learn-rate", OptionType::number, 5e-4,
-                     "Peak rate (inverse-sqrt) or the rate (constant); transformer ignores it",
+                     "Peak rate (inverse-sqrt, linear) or the rate (constant); transformer "
+                     "ignores it",
                      kTrain, training, positive));
   t.push_back(option("lr-warmup", OptionType::integer, 4000,
-                     "Warm-up updates (transformer, inverse-sqrt)", kTrain, training, positive));
+                     "Warm-up updates (transformer, inverse-sqrt, linear)", kTrain, training,
+                     positive));
   t.push_back(option("lr-factor", OptionType::number, 1.0,
                      "transformer: multiplies d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)",
                      kTrain, training, positive));

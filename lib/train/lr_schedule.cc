@@ -45,6 +45,19 @@ LrSchedule LrSchedule::inverse_sqrt(double peak_lr, int64_t warmup, double warmu
   return s;
 }
 
+LrSchedule LrSchedule::linear(double peak_lr, int64_t warmup, int64_t total_updates) {
+  check_positive(peak_lr, "lr", "linear");
+  check_warmup(warmup, "linear");
+  TX_CHECK(total_updates >= warmup, "learning-rate schedule 'linear': the run's last update (",
+           total_updates, ") comes before the end of the warmup (", warmup,
+           "); lower --lr-warmup or train longer");
+  LrSchedule s(Kind::linear);
+  s.lr_ = peak_lr;
+  s.warmup_ = warmup;
+  s.total_ = total_updates;
+  return s;
+}
+
 LrSchedule LrSchedule::constant(double lr) {
   check_positive(lr, "lr", "constant");
   LrSchedule s(Kind::constant);
@@ -53,7 +66,7 @@ LrSchedule LrSchedule::constant(double lr) {
 }
 
 std::vector<std::string> LrSchedule::names() {
-  return {"transformer", "inverse-sqrt", "constant"};
+  return {"transformer", "inverse-sqrt", "linear", "constant"};
 }
 
 LrSchedule LrSchedule::from_options(const LrOptions& o) {
@@ -63,9 +76,15 @@ LrSchedule LrSchedule::from_options(const LrOptions& o) {
     return transformer(o.d_model, o.warmup, o.factor);
   if (o.schedule == "inverse-sqrt" || o.schedule == "inverse_sqrt")
     return inverse_sqrt(o.lr, o.warmup, o.warmup_init_lr);
+  if (o.schedule == "linear") {
+    TX_CHECK(o.total_updates > 0,
+             "learning-rate schedule 'linear' decays to the run's last update, which is not "
+             "known; give --after-epochs or --after-updates");
+    return linear(o.lr, o.warmup, o.total_updates);
+  }
   if (o.schedule == "constant") return constant(o.lr);
   throw Error(str("unknown learning-rate schedule '", o.schedule,
-                  "'; choose transformer, inverse-sqrt or constant"));
+                  "'; choose transformer, inverse-sqrt, linear or constant"));
 }
 
 double LrSchedule::operator()(int64_t step) const {
@@ -79,6 +98,11 @@ double LrSchedule::operator()(int64_t step) const {
     case Kind::inverse_sqrt:
       if (step < warmup_) return init_lr_ + (lr_ - init_lr_) * t / w;
       return lr_ * std::sqrt(w / t);
+    case Kind::linear:
+      if (step < warmup_) return lr_ * t / w;
+      if (step > total_) return 0;
+      return lr_ * static_cast<double>(total_ + 1 - step) /
+             static_cast<double>(total_ + 1 - warmup_);
     case Kind::constant:
       return lr_;
   }
@@ -91,6 +115,8 @@ std::string LrSchedule::name() const {
       return "transformer";
     case Kind::inverse_sqrt:
       return "inverse-sqrt";
+    case Kind::linear:
+      return "linear";
     case Kind::constant:
       return "constant";
   }
@@ -103,6 +129,8 @@ std::string LrSchedule::describe() const {
       return str("transformer(d_model=", d_model_, ", warmup=", warmup_, ", factor=", factor_, ")");
     case Kind::inverse_sqrt:
       return str("inverse-sqrt(lr=", lr_, ", warmup=", warmup_, ", warmup_init_lr=", init_lr_, ")");
+    case Kind::linear:
+      return str("linear(lr=", lr_, ", warmup=", warmup_, ", to 0 at update ", total_, ")");
     case Kind::constant:
       return str("constant(lr=", lr_, ")");
   }

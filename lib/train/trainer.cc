@@ -113,6 +113,22 @@ data::Vocab vocab_at(const std::string& path, const std::vector<std::string>& in
   return data::Vocab(path);
 }
 
+// The update the run will stop at, from --after-updates and --after-epochs (the epochs' batch
+// plans are pure functions of the corpus and seed, so a resumed run computes the same number;
+// an update spans epoch boundaries, so the last one may be partial); 0 when neither is set.
+int64_t planned_updates(const data::Batcher& batcher, const TrainerOptions& o,
+                        int64_t batches_per_update) {
+  int64_t updates = 0;
+  if (o.after_epochs > 0) {
+    int64_t batches = 0;
+    for (int64_t e = 0; e < o.after_epochs; ++e) batches += batcher.plan(e).batches();
+    updates = (batches + batches_per_update - 1) / batches_per_update;
+  }
+  if (o.after_updates > 0)
+    updates = updates > 0 ? std::min(updates, o.after_updates) : o.after_updates;
+  return updates;
+}
+
 struct Validation {
   double ce = 0;  // per target token
   double perplexity = 0;
@@ -265,6 +281,8 @@ TrainerResult Trainer::run() {
   Adam adam(be_, params, o.adam);
   LrOptions lr_options = o.lr;
   lr_options.d_model = config.d_model;
+  if (lr_options.total_updates <= 0)
+    lr_options.total_updates = planned_updates(batcher, o, int64_t(ranks) * o.optimizer_delay);
   const LrSchedule schedule = LrSchedule::from_options(lr_options);
   EarlyStopping stopper(validate ? o.valid_metrics.front() : "cross-entropy", o.early_stopping);
 
