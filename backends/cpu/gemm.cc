@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "few_rows_gemm.h"
 
 namespace tx::cpu {
 
@@ -91,6 +92,11 @@ void GemmCache::run(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b
                    trans_a ? m : k, b.data<float>(), trans_b ? k : n, beta, c.data<float>(), n);
     TX_CHECK(status == dnnl_success, "gemm: oneDNN sgemm failed with status ", int(status),
              " for c ", c.shape().str());
+    return;
+  }
+  if (!trans_a && m <= kFewRows) {
+    few_rows_gemm(batch, m, n, k, a.data<float>(), b.data<float>(), trans_b, c.data<float>(), alpha,
+                  beta);
     return;
   }
   Key key{batch, m, n, k, trans_a, trans_b, alpha, beta};

@@ -1,5 +1,5 @@
 // GemmCache: GEMMs through oneDNN: sgemm for 2-D, matmul primitives (created once per shape,
-// transposes, alpha and beta) for strided batches.
+// transposes, alpha and beta) for strided batches; batches of a few rows (decoding) as loops.
 #pragma once
 
 #include <map>

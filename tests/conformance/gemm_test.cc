@@ -160,6 +160,22 @@ TEMPLATE_TEST_CASE("gemm forward: 3-D strided batched, all transposes, alpha/bet
   check_gemm(*be, 16, 30, 64, 30, false, false, 1.0f, 0.0f, ++seed);
 }
 
+TEMPLATE_TEST_CASE("gemm forward: 3-D with a few rows, a decoding step's attention", "[gemm]",
+                   TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  // The CPU backend runs 3-D GEMMs of up to 8 rows without a transposed a as its own loops
+  // (backends/cpu/few_rows_gemm.cc): four dot products at a time with a tail, and 32-column
+  // chunks with a tail; 9 rows go back to oneDNN. Batches of 40 run in parallel.
+  uint64_t seed = 350;
+  for (int64_t m : {1, 3, 5, 8, 9})
+    for (const GemmCase& s : {GemmCase{m, 17, 64}, GemmCase{m, 70, 19}, GemmCase{m, 32, 37}})
+      for (bool tb : {true, false}) {
+        check_gemm(*be, 40, s.m, s.n, s.k, false, tb, 0.125f, 0.0f, ++seed);
+        check_gemm(*be, 3, s.m, s.n, s.k, false, tb, -0.5f, 1.0f, ++seed);
+        check_gemm(*be, 2, s.m, s.n, s.k, false, tb, 1.0f, 0.25f, ++seed);
+      }
+}
+
 TEMPLATE_TEST_CASE("gemm forward: larger shapes [M, N, K] = [129, 257, 96] and [64, 512, 300]",
                    "[gemm]", TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);
