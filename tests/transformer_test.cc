@@ -574,6 +574,21 @@ TEMPLATE_TEST_CASE(
     check_steps_match(before, 0, full, {0, 1, 2}, b.T, V);
     check_steps_match(later, 2, full, perm, b.T, V);
   }
+  SECTION("the identity (greedy search's every step) keeps rows, memory and caches") {
+    const std::vector<int32_t> same = {0, 1, 2};
+    DecoderState state = start(b, 4);
+    const void* memory = state.memory(0).keys->value.raw();
+    std::vector<std::vector<float>> before, later;
+    decode_steps(*be, g, model, state, b.tgt_in, b.T, 3, before);
+    state.reorder(same);
+    CHECK(state.batch() == 3);
+    CHECK(state.group() == 1);
+    CHECK(state.length() == 3);
+    CHECK(state.memory(0).keys->value.raw() == memory);
+    decode_steps(*be, g, model, state, after(same), b.T, b.T - 3, later);  // grows past 4
+    check_steps_match(before, 0, full, same, b.T, V);
+    check_steps_match(later, 3, full, same, b.T, V);
+  }
   SECTION("fan-out into beams, then shrink to the rows that survive") {
     const std::vector<int32_t> fan = {0, 0, 1, 1, 2, 2};
     DecoderState state = start(b, 8);

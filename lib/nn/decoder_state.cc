@@ -114,6 +114,10 @@ std::vector<int32_t> regroup(const std::vector<int32_t>& entry, int64_t* group) 
 void DecoderState::reorder(const std::vector<int32_t>& rows) {
   TX_CHECK(!in_step_, "DecoderState::reorder inside a step");
   const auto count = static_cast<int64_t>(rows.size());
+  // Every row stays where it is (greedy search until a sentence ends): nothing moves.
+  bool identity = count == batch_;
+  for (int64_t r = 0; r < count && identity; ++r) identity = rows[r] == r;
+  if (identity) return;
   std::vector<int32_t> entry(rows.size());
   for (int64_t r = 0; r < count; ++r) {
     TX_CHECK(rows[r] >= 0 && rows[r] < batch_, "DecoderState::reorder: row ", rows[r],

@@ -61,7 +61,8 @@ class DecoderState {
   // sentence out into beams; leave rows out when hypotheses finish. The self-attention caches
   // are gathered; the memory is regrouped: the largest group size whose blocks of new rows
   // each read one memory entry is kept, and the memory is gathered only when those entries
-  // are not the current ones in order (sentences left, or rows moved across sentences).
+  // are not the current ones in order (sentences left, or rows moved across sentences). Rows
+  // that all stay in place (0, 1, ..., batch() - 1) copy nothing.
   void reorder(const std::vector<int32_t>& rows);
 
  private:
