@@ -9,7 +9,7 @@
 # The options are in config.json beside this script (tx-train --config); flags after the two
 # directories override them, e.g. `run.sh data work --after-epochs 5`.
 # TX_BIN: where the programs are (default: build/apps of this repository). AVERAGE: how many
-# snapshots to average (default 8, at most config.json's keep-last). BEAM: default 5.
+# snapshots to average (default 3, at most config.json's keep-last). BEAM: default 5.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -22,7 +22,7 @@ for f in train.en train.de val.en val.de test2016.en test2016.de; do
   [ -f "$data/$f" ] || { echo "run.sh: error: '$data/$f' is missing; give the Multi30k data directory" >&2; exit 1; }
 done
 mkdir -p "$work"
-average="${AVERAGE:-8}"
+average="${AVERAGE:-3}"
 beam="${BEAM:-5}"
 
 start=$(date +%s)
