@@ -278,6 +278,32 @@ TEST_CASE("core CachingAllocator: freed blocks are reused, release_cached return
   CHECK(counter->live_bytes == 0);
 }
 
+TEST_CASE("core CachingAllocator: a smaller request takes a cached block up to twice its size",
+          "[core]") {
+  using CA = tx::CachingAllocator;
+  auto raw = std::make_unique<CountingAllocator>();
+  CountingAllocator* counter = raw.get();
+  CA cache(std::move(raw));
+  void* big = cache.allocate(8192);
+  cache.deallocate(big, 8192);
+  void* small = cache.allocate(3000);  // 8192 > 2 * 3072: a block of its own
+  CHECK(small != big);
+  CHECK(counter->allocations == 2);
+  void* mid = cache.allocate(5000);  // class 5120: the 8192 block fits within twice that
+  CHECK(mid == big);
+  CHECK(counter->allocations == 2);
+  CHECK(cache.cached_bytes() == 0);
+  // Freed, the block goes back under its own size, not the request's.
+  cache.deallocate(mid, 5000);
+  CHECK(cache.cached_bytes() == 8192);
+  CHECK(cache.allocate(8192) == big);
+  cache.deallocate(big, 8192);
+  cache.deallocate(small, 3000);
+  CHECK(cache.cached_bytes() == 8192 + CA::round_size(3000));
+  cache.release_cached();
+  CHECK(counter->live_bytes == 0);
+}
+
 // ---- half.h -------------------------------------------------------------------------------------
 
 TEST_CASE("core half: f16 known values, round to nearest even, inf, NaN, subnormals", "[core]") {

@@ -17,11 +17,14 @@ void* CachingAllocator::allocate(size_t bytes) {
   size_t size = round_size(bytes);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = free_.find(size);
-    if (it != free_.end() && !it->second.empty()) {
+    auto it = free_.lower_bound(size);
+    if (it != free_.end() && it->first <= 2 * size) {
+      const size_t block = it->first;
       void* p = it->second.back();
       it->second.pop_back();
-      cached_ -= size;
+      if (it->second.empty()) free_.erase(it);
+      cached_ -= block;
+      if (block != size) larger_.emplace(p, block);
       return p;
     }
   }
@@ -36,9 +39,13 @@ void* CachingAllocator::allocate(size_t bytes) {
 
 void CachingAllocator::deallocate(void* p, size_t bytes) {
   if (!p) return;
-  const size_t size = round_size(bytes);
+  size_t size = round_size(bytes);
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = larger_.find(p); it != larger_.end()) {
+      size = it->second;
+      larger_.erase(it);
+    }
     if (cached_ + size <= max_cached_) {
       free_[size].push_back(p);
       cached_ += size;
