@@ -74,6 +74,8 @@ class CpuBackend : public Backend {
   void scatter_add_rows_impl(const Tensor& src, const Tensor& index, const Tensor& dst,
                              float scale) override;
   void top_k_impl(const Tensor& x, int k, const Tensor& values, const Tensor& indices) override;
+  void beam_top_k_impl(const Tensor& logits, const Tensor& mask, const Tensor& offsets, int beam,
+                       int k, const Tensor& values, const Tensor& indices) override;
   void quantize_rows_impl(const Tensor& x, int max_level, const Tensor& q,
                           const Tensor& scales) override;
   void gemm_i8_impl(const Tensor& a, const Tensor& a_scales, const PackedWeight& b,

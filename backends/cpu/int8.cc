@@ -26,7 +26,10 @@ void CpuBackend::quantize_rows_impl(const Tensor& x, int max_level, const Tensor
     const float* xr = px + r * cols;
     float absmax = 0.0f;
 #pragma omp simd reduction(max : absmax)
-    for (int64_t c = 0; c < cols; ++c) absmax = std::max(absmax, std::fabs(xr[c]));
+    for (int64_t c = 0; c < cols; ++c) {
+      const float a = std::fabs(xr[c]);
+      absmax = a > absmax ? a : absmax;  // vectorises where std::max does not (row_math.h)
+    }
     const float scale = math::quantize_scale(absmax, max_level);
     ps[r] = scale;
     int8_t* qr = pq + r * cols;

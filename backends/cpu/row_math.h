@@ -16,8 +16,10 @@ constexpr int64_t kExpChunk = 512;
 // log(sum_j exp(x_j)) over one row, shifted by the row maximum so that exp cannot overflow.
 inline float log_sum_exp(const float* x, int64_t n) {
   float max = -std::numeric_limits<float>::infinity();
+  // Written as a compare-select: GCC 12 leaves `std::max(max, x[j])` here scalar (one
+  // dependent vmaxss per element, most of the function's time); this form becomes vmaxps.
 #pragma omp simd reduction(max : max)
-  for (int64_t j = 0; j < n; ++j) max = std::max(max, x[j]);
+  for (int64_t j = 0; j < n; ++j) max = x[j] > max ? x[j] : max;
   float total = 0.0f;
   float e[kExpChunk];
   for (int64_t j0 = 0; j0 < n; j0 += kExpChunk) {

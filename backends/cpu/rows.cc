@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "cpu_backend.h"
 #include "parallel.h"
+#include "top_k_scan.h"
 
 namespace tx::cpu {
 
@@ -55,55 +56,6 @@ void CpuBackend::scatter_add_rows_impl(const Tensor& src, const Tensor& index, c
     }
   }
 }
-
-namespace {
-
-// Whether (va, a) comes before (vb, b): value descending, ties to the lower index.
-inline bool ranks_before(float va, int32_t a, float vb, int32_t b) {
-  return va > vb || (va == vb && a < b);
-}
-
-// The k best of one row in one pass: a sorted list of the best so far, and a scan that skips
-// 16 values at a time while none beats the list's last. Elements arrive in index order, so a
-// later element equal to the last ranks after it and is skipped too. Beam search's
-// [sentences, beam x vocab] rows (k = 2 x beam, 40,000 columns) take O(cols) vector work
-// instead of a partial sort of an index vector.
-void top_k_scan(const float* in, int64_t cols, int k, float* values, int32_t* indices) {
-  for (int j = 0; j < k; ++j) {
-    // Insertion of element j into the sorted first j: ties keep index order.
-    int pos = j;
-    while (pos > 0 && in[j] > values[pos - 1]) {
-      values[pos] = values[pos - 1];
-      indices[pos] = indices[pos - 1];
-      --pos;
-    }
-    values[pos] = in[j];
-    indices[pos] = j;
-  }
-  constexpr int64_t kChunk = 16;
-  float last = values[k - 1];
-  for (int64_t start = k; start < cols; start += kChunk) {
-    const int64_t end = std::min(cols, start + kChunk);
-    bool any = false;
-#pragma omp simd reduction(| : any)
-    for (int64_t c = start; c < end; ++c) any |= in[c] > last;
-    if (!any) continue;
-    for (int64_t c = start; c < end; ++c) {
-      if (!(in[c] > last)) continue;
-      int pos = k - 1;
-      while (pos > 0 && in[c] > values[pos - 1]) {
-        values[pos] = values[pos - 1];
-        indices[pos] = indices[pos - 1];
-        --pos;
-      }
-      values[pos] = in[c];
-      indices[pos] = static_cast<int32_t>(c);
-      last = values[k - 1];
-    }
-  }
-}
-
-}  // namespace
 
 void CpuBackend::top_k_impl(const Tensor& x, int k, const Tensor& values, const Tensor& indices) {
   const int64_t cols = x.shape().cols(), rows = x.shape().rows();

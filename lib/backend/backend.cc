@@ -517,6 +517,38 @@ void Backend::top_k(const Tensor& x, int k, const Tensor& values, const Tensor& 
   if (x.numel()) top_k_impl(x, k, values, indices);
 }
 
+void Backend::beam_top_k(const Tensor& logits, const Tensor& mask, const Tensor& offsets, int beam,
+                         int k, const Tensor& values, const Tensor& indices) {
+  f32_arg(*this, "beam_top_k", "logits", logits);
+  f32_arg(*this, "beam_top_k", "mask", mask);
+  f32_arg(*this, "beam_top_k", "offsets", offsets);
+  f32_arg(*this, "beam_top_k", "values", values);
+  i32_arg(*this, "beam_top_k", "indices", indices);
+  require_min_ndim("beam_top_k", "logits", logits, 1);
+  const int64_t rows = logits.shape().rows(), vocab = logits.dim(-1);
+  TX_CHECK(beam >= 1 && rows % beam == 0, "beam_top_k: beam ", beam, " must divide the ", rows,
+           " rows of logits ", logits.shape().str());
+  TX_CHECK(k >= 1 && k <= beam * vocab, "beam_top_k: k=", k, " must be in [1, ", beam * vocab,
+           "] (beam * vocabulary) for logits ", logits.shape().str());
+  require_shape("beam_top_k", "mask", mask, Shape{vocab});
+  require_shape("beam_top_k", "offsets", offsets, Shape{rows});
+  const Shape want{rows / beam, k};
+  require_shape("beam_top_k", "values", values, want);
+  require_shape("beam_top_k", "indices", indices, want);
+  if (logits.numel()) beam_top_k_impl(logits, mask, offsets, beam, k, values, indices);
+}
+
+void Backend::beam_top_k_impl(const Tensor& logits, const Tensor& mask, const Tensor& offsets,
+                              int beam, int k, const Tensor& values, const Tensor& indices) {
+  const int64_t rows = logits.shape().rows(), vocab = logits.dim(-1);
+  Tensor scores = empty({rows, vocab}), ones = empty({1, vocab});
+  fill(ones, 1.0f);
+  log_softmax(logits.view({rows, vocab}), scores);
+  add_bias(scores, mask, scores);
+  gemm(offsets.view({rows, 1}), false, ones, false, scores, 1.0f, 1.0f);
+  top_k(scores.view({rows / beam, beam * vocab}), k, values, indices);
+}
+
 // ---- int8 inference ---------------------------------------------------------------------------
 
 void Backend::quantize_rows(const Tensor& x, int max_level, const Tensor& q, const Tensor& scales) {

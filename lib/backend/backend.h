@@ -150,6 +150,14 @@ class Backend {
   // The k largest entries of each row of x [R, C], in descending order (ties: lower index
   // first): values f32 [R, k], indices i32 [R, k].
   void top_k(const Tensor& x, int k, const Tensor& values, const Tensor& indices);
+  // One beam-search step's choice, without writing the [R, V] scores: logits [R, V] of
+  // R = groups * beam rows; candidate (r, v) scores ((logits[r, v] - logsumexp(logits[r])) +
+  // mask[v]) + offsets[r] (the row's log-prob, a token mask, the hypothesis' running score:
+  // log_softmax, add_bias and a rank-1 gemm, in that order and bit for bit); values f32
+  // [groups, k] and indices i32 [groups, k] are each group's k best of its beam * V candidates
+  // as top_k ranks them (index = row within the group * V + v). mask f32 [V], offsets f32 [R].
+  void beam_top_k(const Tensor& logits, const Tensor& mask, const Tensor& offsets, int beam, int k,
+                  const Tensor& values, const Tensor& indices);
 
   // ---- int8 inference ------------------------------------------------------------------------
   // The largest |weight| gemm_i8 takes exactly: AVX2 without VNNI multiplies u8 by s8 into
@@ -254,6 +262,10 @@ class Backend {
   virtual void scatter_add_rows_impl(const Tensor& src, const Tensor& index, const Tensor& dst,
                                      float scale) = 0;
   virtual void top_k_impl(const Tensor& x, int k, const Tensor& values, const Tensor& indices) = 0;
+  // Composed of log_softmax, add_bias, gemm and top_k through a [R, V] temporary; a backend
+  // may fuse it.
+  virtual void beam_top_k_impl(const Tensor& logits, const Tensor& mask, const Tensor& offsets,
+                               int beam, int k, const Tensor& values, const Tensor& indices);
   virtual void quantize_rows_impl(const Tensor& x, int max_level, const Tensor& q,
                                   const Tensor& scales) = 0;
   virtual void gemm_i8_impl(const Tensor& a, const Tensor& a_scales, const PackedWeight& b,

@@ -62,7 +62,6 @@ BeamSearch::BeamSearch(Backend& be, const nn::Transformer& model, BeamSearchOpti
   mask_ = be_.upload(mask, {vocab_});
   mask[Vocab::kEosId] = kDead;
   mask_no_eos_ = be_.upload(mask, {vocab_});
-  ones_ = be_.upload(std::vector<float>(static_cast<size_t>(vocab_), 1.0f), {1, vocab_});
 }
 
 int64_t BeamSearch::max_output_length(int64_t source_tokens) const {
@@ -126,25 +125,27 @@ std::vector<NBest> BeamSearch::search(const data::SourceBatch& batch) {
     state.reorder(parents);
 
     Var logits = model_.decode_step(g, state, be_.upload(tokens, {R, 1}), t);
-    const Tensor& lp = logits->value;  // [R, V], becomes the candidates' total scores
-    be_.log_softmax(lp, lp);
-    be_.add_bias(lp, t < options_.min_length ? mask_no_eos_ : mask_, lp);
-    be_.gemm(be_.upload(scores, {R, 1}), false, ones_, false, lp, 1.0f, 1.0f);
+    const bool eos_allowed = t >= options_.min_length;
     Tensor values = be_.empty({A, K}), ids = be_.empty({A, K}, DType::i32);
-    be_.top_k(lp.view({A, beam * V}), K, values, ids);
+    be_.beam_top_k(logits->value, eos_allowed ? mask_ : mask_no_eos_, be_.upload(scores, {R}), beam,
+                   K, values, ids);
     const std::vector<float> top_values = be_.download<float>(values);
     const std::vector<int32_t> top_ids = be_.download<int32_t>(ids);
     // Sentences at their maximum length may only end: their candidates are each row's eos
-    // entry, gathered from the [R * V] scores (R values, not a mask of R * V).
+    // entry, scored as beam_top_k scores it (R values, not a mask of R * V).
     std::vector<float> eos_scores;
     bool at_limit = false;
     for (int64_t k = 0; k < A; ++k) at_limit |= t >= sentences[active[k]].max_length;
     if (at_limit) {
+      const Tensor& lp = logits->value;
+      be_.log_softmax(lp, lp);
       std::vector<int32_t> eos_index(static_cast<size_t>(R));
       for (int64_t r = 0; r < R; ++r) eos_index[r] = static_cast<int32_t>(r * V + Vocab::kEosId);
       Tensor picked = be_.empty({R, 1});
       be_.gather_rows(lp.view({R * V, 1}), be_.upload(eos_index, {R}), picked);
       eos_scores = be_.download<float>(picked);
+      const float eos_mask = eos_allowed ? 0.0f : kDead;
+      for (int64_t r = 0; r < R; ++r) eos_scores[r] = (eos_scores[r] + eos_mask) + scores[r];
     }
 
     auto finish = [&](Sentence& s, int32_t row, float score) {

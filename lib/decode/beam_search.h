@@ -12,7 +12,8 @@
 //   continues, until `beam` continue. The state is reordered to the
 //   parents of the continuing rows. 2 * beam candidates always hold `beam` continuations,
 //   since each row contributes at most one eos candidate.
-// - Stopping (fairseq's and CTranslate2's rule, not Marian's "best cannot improve"): a sentence is done once it
+// - Stopping (fairseq's and CTranslate2's rule, not Marian's "best cannot improve"): a sentence is
+// done once it
 //   has `beam` finished hypotheses, or at its maximum length, where only eos is allowed. Done
 //   sentences leave the batch: their rows are left out of the next reorder. A later, longer
 //   hypothesis could still score better after length normalisation; the rule trades that for
@@ -84,7 +85,6 @@ class BeamSearch {
   // Added to every row's log-probabilities: a very negative value on pad and bos (and unk
   // when not allowed); the second also on eos (before min_length).
   Tensor mask_, mask_no_eos_;
-  Tensor ones_;  // f32 [1, V]: running scores [R, 1] x ones = the score to add to each entry
 };
 
 }  // namespace tx::decode

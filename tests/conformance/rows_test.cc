@@ -1,6 +1,7 @@
-// Conformance: gather_rows, scatter_add_rows, top_k.
+// Conformance: gather_rows, scatter_add_rows, top_k, beam_top_k.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 #include "support/backends.h"
@@ -217,4 +218,93 @@ TEMPLATE_TEST_CASE("top_k forward: ties keep the lower index first", "[top_k]", 
   std::vector<float> x = {-1e30f, 3.0f, -2.0f, 1e30f, 3.0f, -1e30f, 0.0f};
   check_top_k(*be, x, {1, 7}, 7);
   check_top_k(*be, x, {1, 7}, 2);
+}
+
+// ---- beam_top_k -------------------------------------------------------------------------------
+
+namespace {
+struct BeamCase {
+  int64_t groups, beam, vocab;
+  int k;
+};
+
+// log_softmax, add_bias, the rank-1 gemm and top_k: what beam_top_k fuses.
+void composed_beam_top_k(tx::Backend& be, const Tensor& logits, const Tensor& mask,
+                         const Tensor& offsets, const BeamCase& c, const Tensor& values,
+                         const Tensor& indices) {
+  const int64_t rows = c.groups * c.beam;
+  Tensor scores = be.empty({rows, c.vocab}), ones = be.empty({1, c.vocab});
+  be.fill(ones, 1.0f);
+  be.log_softmax(logits, scores);
+  be.add_bias(scores, mask, scores);
+  be.gemm(offsets.view({rows, 1}), false, ones, false, scores, 1.0f, 1.0f);
+  be.top_k(scores.view({c.groups, c.beam * c.vocab}), c.k, values, indices);
+}
+}  // namespace
+
+TEMPLATE_TEST_CASE("beam_top_k forward: log_softmax, mask, running score and top_k bit for bit",
+                   "[top_k]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  constexpr float kDead = -1e30f;  // beam search's masked tokens and dead rows
+  uint64_t seed = 700;
+  for (const BeamCase& c : {BeamCase{1, 1, 8000, 2}, BeamCase{3, 1, 50, 2},
+                            BeamCase{1, 5, 8000, 10}, BeamCase{7, 5, 301, 10}, BeamCase{2, 4, 3, 8},
+                            BeamCase{4, 2, 1000, 1}, BeamCase{2, 3, 17, 51}}) {
+    const int64_t rows = c.groups * c.beam;
+    std::vector<float> logits = random_vector(rows * c.vocab, ++seed, -8.0f, 8.0f);
+    // Rows of equal logits: ties across a group's rows and within a row.
+    for (int64_t v = 0; v < c.vocab; ++v) logits[v] = std::round(logits[v]);
+    std::vector<float> mask(c.vocab, 0.0f);
+    for (int64_t v = 0; v < c.vocab; v += 3) mask[v] = kDead;
+    std::vector<float> offsets = random_vector(rows, ++seed, -20.0f, 0.0f);
+    for (int64_t r = 1; r < rows; r += 2) offsets[r] = kDead;  // filler rows
+    const Tensor x = be->upload(logits, {rows, c.vocab}), m = be->upload(mask, {c.vocab}),
+                 o = be->upload(offsets, {rows});
+    Tensor values = be->empty({c.groups, c.k}),
+           indices = be->empty({c.groups, c.k}, tx::DType::i32);
+    Tensor want_values = be->empty({c.groups, c.k}),
+           want_indices = be->empty({c.groups, c.k}, tx::DType::i32);
+    be->beam_top_k(x, m, o, static_cast<int>(c.beam), c.k, values, indices);
+    composed_beam_top_k(*be, x, m, o, c, want_values, want_indices);
+    INFO("groups " << c.groups << " beam " << c.beam << " vocab " << c.vocab << " k " << c.k);
+    TX_CHECK_OK(compare_exact(fetch_i32(*be, indices), fetch_i32(*be, want_indices)));
+    TX_CHECK_OK(compare_exact(fetch(*be, values), fetch(*be, want_values)));
+    CHECK(fetch(*be, x) == logits);  // the logits are read, not written
+  }
+}
+
+TEMPLATE_TEST_CASE("beam_top_k forward: each group's best log-probs plus scores, in double",
+                   "[top_k]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  const int64_t groups = 3, beam = 4, vocab = 500;
+  const int k = 8;
+  const int64_t rows = groups * beam;
+  const std::vector<float> logits = random_vector(rows * vocab, 801, -6.0f, 6.0f);
+  const std::vector<float> offsets = random_vector(rows, 802, -5.0f, 0.0f);
+  std::vector<float> mask(vocab, 0.0f);
+  mask[7] = -1e30f;
+  Tensor values = be->empty({groups, k}), indices = be->empty({groups, k}, tx::DType::i32);
+  be->beam_top_k(be->upload(logits, {rows, vocab}), be->upload(mask, {vocab}),
+                 be->upload(offsets, {rows}), beam, k, values, indices);
+  const std::vector<float> got = fetch(*be, values);
+  const std::vector<int32_t> ids = fetch_i32(*be, indices);
+  for (int64_t g = 0; g < groups; ++g) {
+    std::vector<double> score(beam * vocab);
+    for (int64_t b = 0; b < beam; ++b) {
+      const float* x = logits.data() + (g * beam + b) * vocab;
+      double max = x[0], sum = 0;
+      for (int64_t v = 0; v < vocab; ++v) max = std::max<double>(max, x[v]);
+      for (int64_t v = 0; v < vocab; ++v) sum += std::exp(x[v] - max);
+      for (int64_t v = 0; v < vocab; ++v)
+        score[b * vocab + v] = x[v] - max - std::log(sum) + mask[v] + offsets[g * beam + b];
+    }
+    std::vector<double> sorted = score;
+    std::sort(sorted.begin(), sorted.end(), std::greater<double>());
+    INFO("group " << g);
+    for (int j = 0; j < k; ++j) {
+      CHECK(std::abs(got[g * k + j] - sorted[j]) < 1e-4);  // the k best values, in order
+      CHECK(std::abs(score[ids[g * k + j]] - got[g * k + j]) < 1e-4);  // and whose they are
+      for (int i = 0; i < j; ++i) CHECK(ids[g * k + i] != ids[g * k + j]);
+    }
+  }
 }
