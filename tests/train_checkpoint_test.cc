@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
+#include "nn/transformer.h"
 #include "support/reference.h"
 #include "train/checkpoint.h"
 #include "train_tiny.h"
@@ -86,6 +87,31 @@ TEST_CASE("train checkpoint: a training checkpoint round trip is bit-identical",
   CHECK(reader.find("adam.m.embed_tokens.weight"));
   CHECK(reader.find("adam.v.decoder.layers.1.ffn.fc2.bias"));
   CHECK(reader.entries().size() == 3 * a.params.size());
+}
+
+TEST_CASE(
+    "train checkpoint: a model built for loading has the seeded model's parameters, then "
+    "its weights",
+    "[train][checkpoint]") {
+  auto be = tx::test::cpu_backend();
+  TempDir dir;
+  TinyRun a(*be, 1, 2);
+  a.step();
+  const std::string path = dir.file("model.safetensors");
+  tx::train::save_model(path, *be, a.config, a.params);
+  // What tx-translate and tx-score do: no random initial values, the file's instead.
+  tx::nn::ParameterSet params;
+  tx::nn::Transformer model(tx::nn::ParamScope::for_loading(*be, params), a.config);
+  REQUIRE(params.size() == a.params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    INFO(a.params.items()[i].first);
+    CHECK(params.items()[i].first == a.params.items()[i].first);
+    CHECK(params.items()[i].second->value.shape() == a.params.items()[i].second->value.shape());
+  }
+  tx::train::load_model(path, *be, a.config, params);
+  for (size_t i = 0; i < params.size(); ++i)
+    TX_CHECK_OK(tx::test::compare_exact(be->download<float>(params.items()[i].second->value),
+                                        be->download<float>(a.params.items()[i].second->value)));
 }
 
 TEST_CASE("train checkpoint: a model file round trip, and models load from training checkpoints",

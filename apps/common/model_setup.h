@@ -44,7 +44,7 @@ class LoadedModel {
     BackendOptions bo;
     bo.threads = static_cast<int>(options.integer("cpu-threads"));
     backend_ = create_backend(options.text("device"), bo);
-    model_ = nn::Transformer(nn::ParamScope(*backend_, params_, init_rng_), config_);
+    model_ = nn::Transformer(nn::ParamScope::for_loading(*backend_, params_), config_);
     train::load_model(path, *backend_, config_, params_);
     model_.prepare_inference(*backend_, options.flag("int8"));
     detail(options, "model ", path, " on ", backend_->name(), ": d_model ", config_.d_model, ", ",
@@ -73,7 +73,6 @@ class LoadedModel {
   std::unique_ptr<data::Vocab> src_vocab_, tgt_vocab_;
   std::unique_ptr<Backend> backend_;
   nn::ParameterSet params_;
-  Rng init_rng_;  // the initial values are overwritten by the checkpoint's
   nn::Transformer model_;
 };
 

@@ -12,7 +12,6 @@ namespace tx::app {
 int run_main(Program program, const std::string& description, int argc, char** argv,
              const std::function<int(const Options&)>& body) {
   const char* name = program_name(program);
-  if (program != kAverage) bound_openmp_spinning(argv);  // tx-average runs no OpenMP loop
   try {
     ParseResult parsed = parse_command_line(program, description, argc, argv);
     if (parsed.finished) {

@@ -6,7 +6,7 @@
 namespace tx::nn {
 
 ParamScope ParamScope::child(const std::string& name) const {
-  return ParamScope(*be_, *params_, *rng_, full_name(name));
+  return ParamScope(*be_, *params_, rng_, full_name(name));
 }
 
 std::string ParamScope::full_name(const std::string& leaf) const {
@@ -14,6 +14,7 @@ std::string ParamScope::full_name(const std::string& leaf) const {
 }
 
 Var ParamScope::xavier_uniform(const std::string& name, int64_t out, int64_t in) {
+  if (!rng_) return params_->add(full_name(name), be_->empty({out, in}));
   const float bound = std::sqrt(6.0f / static_cast<float>(in + out));
   std::vector<float> host(static_cast<size_t>(out * in));
   for (float& v : host) v = (2.0f * rng_->uniform() - 1.0f) * bound;
@@ -21,6 +22,7 @@ Var ParamScope::xavier_uniform(const std::string& name, int64_t out, int64_t in)
 }
 
 Var ParamScope::normal(const std::string& name, const Shape& shape, float stddev) {
+  if (!rng_) return params_->add(full_name(name), be_->empty(shape));
   std::vector<float> host(static_cast<size_t>(shape.numel()));
   for (float& v : host) v = stddev * rng_->normal();
   return params_->add(full_name(name), be_->upload(host, shape));
@@ -28,7 +30,7 @@ Var ParamScope::normal(const std::string& name, const Shape& shape, float stddev
 
 Var ParamScope::constant(const std::string& name, const Shape& shape, float value) {
   Tensor t = be_->empty(shape);
-  be_->fill(t, value);
+  if (rng_) be_->fill(t, value);
   return params_->add(full_name(name), t);
 }
 

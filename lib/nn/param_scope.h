@@ -15,6 +15,12 @@ class ParamScope {
  public:
   ParamScope(Backend& be, ParameterSet& params, Rng& rng, std::string prefix = "")
       : be_(&be), params_(&params), rng_(&rng), prefix_(std::move(prefix)) {}
+  // Parameters left uninitialised, for a model whose every parameter a checkpoint then
+  // overwrites (load_model checks that the file has them all): drawing 60M random numbers
+  // for a transformer-big only to discard them costs a translation's start-up a second.
+  static ParamScope for_loading(Backend& be, ParameterSet& params) {
+    return ParamScope(be, params, nullptr, "");
+  }
 
   // The scope of a submodule: prefix "a.b" + "c" -> "a.b.c".
   ParamScope child(const std::string& name) const;
@@ -30,9 +36,12 @@ class ParamScope {
   Backend& backend() const { return *be_; }
 
  private:
+  ParamScope(Backend& be, ParameterSet& params, Rng* rng, std::string prefix)
+      : be_(&be), params_(&params), rng_(rng), prefix_(std::move(prefix)) {}
+
   Backend* be_;
   ParameterSet* params_;
-  Rng* rng_;
+  Rng* rng_;  // null: for_loading
   std::string prefix_;
 };
 
