@@ -103,6 +103,19 @@ TEMPLATE_TEST_CASE("gemm forward: weight-gradient shapes (transposed a, m >= 102
       check_gemm(*be, 0, s.m, s.n, s.k, true, false, alpha, beta, ++seed);
 }
 
+TEMPLATE_TEST_CASE("gemm forward: weight-gradient shapes with rows of 4 KiB (transposed a)",
+                   "[gemm]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  // The CPU backend copies the 1,024-wide operand into rows 16 floats longer first
+  // (backends/cpu/gemm.cc): a's side wide ([1024, 256], [2048, 40]) or b's ([256, 1024]).
+  uint64_t seed = 170;
+  for (auto [alpha, beta] :
+       std::vector<std::pair<float, float>>{{1.0f, 0.0f}, {1.0f, 1.0f}, {-0.5f, 0.25f}})
+    for (const GemmCase& s : {GemmCase{256, 1024, 300}, GemmCase{1024, 256, 301},
+                              GemmCase{2048, 40, 67}, GemmCase{3, 1024, 5}, GemmCase{257, 1024, 9}})
+      check_gemm(*be, 0, s.m, s.n, s.k, true, false, alpha, beta, ++seed);
+}
+
 TEMPLATE_TEST_CASE("gemm forward: alpha and beta (beta=1 accumulates, beta=0 ignores c)", "[gemm]",
                    TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);
