@@ -70,8 +70,12 @@ def run_tx(args, work):
 
 def sgemm_best(args):
     """The best oneDNN sgemm GFLOP/s of bench/gemm's shapes, or None when it is not built."""
-    gemm = os.path.join(os.path.dirname(args.bin), "bench", "gemm")
-    if not os.path.exists(gemm):
+    # Beside --bin's programs in a build tree (build/apps -> build/bench/gemm), else this
+    # checkout's build: --bin may point at copies of the programs elsewhere.
+    candidates = [os.path.join(os.path.dirname(os.path.abspath(args.bin)), "bench", "gemm"),
+                  os.path.join(ROOT, "build", "bench", "gemm")]
+    gemm = next((c for c in candidates if os.path.exists(c)), None)
+    if not gemm:
         return None
     out = subprocess.run([gemm, "--cpu-threads", str(args.threads), "--seconds", "1"],
                          check=True, capture_output=True, text=True).stdout
