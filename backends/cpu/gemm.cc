@@ -50,6 +50,15 @@ memory::desc operand(int64_t batch, int64_t rows, int64_t cols, bool trans) {
   return memory::desc({batch, rows, cols}, memory::data_type::f32, strides);
 }
 
+// Row-major c [m, n] = alpha op(a) op(b) + beta c through oneDNN's sgemm, a failure an error.
+void sgemm(char trans_a, char trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const dnnl_status_t status =
+      dnnl_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  TX_CHECK(status == dnnl_success, "gemm: oneDNN sgemm failed with status ", int(status),
+           " for c [", m, ", ", n, "]");
+}
+
 // A weight gradient dW [m, n] = dY^T X with m >= 1024 rows and n < m (the d_ff -> d_model
 // layer, the output layer): oneDNN's sgemm with A transposed runs it slower than dW^T = X^T dY
 // (bench/gemm, "dW FFN in": 82 against 76 GFLOP/s at K = 4000; a standalone test at K = 4095
@@ -90,21 +99,15 @@ void GemmCache::run(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b
     for (int64_t r = 0; r < k; ++r)
       std::memcpy(p.data() + r * ld, src + r * width, static_cast<size_t>(width) * sizeof(float));
     const bool pad_a = side == 'a';
-    dnnl_status_t status =
-        dnnl_sgemm('T', 'N', m, n, k, alpha, pad_a ? p.data() : a.data<float>(), pad_a ? ld : m,
-                   pad_a ? b.data<float>() : p.data(), pad_a ? n : ld, beta, c.data<float>(), n);
-    TX_CHECK(status == dnnl_success, "gemm: oneDNN sgemm failed with status ", int(status),
-             " for c ", c.shape().str());
+    sgemm('T', 'N', m, n, k, alpha, pad_a ? p.data() : a.data<float>(), pad_a ? ld : m,
+          pad_a ? b.data<float>() : p.data(), pad_a ? n : ld, beta, c.data<float>(), n);
     return;
   }
   if (batch == 0 && weight_gradient_swapped(trans_a, trans_b, m, n, k)) {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     std::vector<float>& t = impl_->transposed;  // [n, m]
     t.resize(static_cast<size_t>(m * n));
-    dnnl_status_t status = dnnl_sgemm('T', 'N', n, m, k, alpha, b.data<float>(), n, a.data<float>(),
-                                      m, 0.0f, t.data(), m);
-    TX_CHECK(status == dnnl_success, "gemm: oneDNN sgemm failed with status ", int(status),
-             " for c ", c.shape().str());
+    sgemm('T', 'N', n, m, k, alpha, b.data<float>(), n, a.data<float>(), m, 0.0f, t.data(), m);
     float* pc = c.data<float>();
     constexpr int64_t kTile = 32;
 #pragma omp parallel for collapse(2)
@@ -121,11 +124,8 @@ void GemmCache::run(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b
   if (batch == 0) {
     // Plain 2-D GEMMs go to oneDNN's sgemm: on the Transformer shapes it is 5-11% faster than
     // the matmul primitive (bench/gemm), and it needs no primitive at all.
-    dnnl_status_t status =
-        dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a.data<float>(),
-                   trans_a ? m : k, b.data<float>(), trans_b ? k : n, beta, c.data<float>(), n);
-    TX_CHECK(status == dnnl_success, "gemm: oneDNN sgemm failed with status ", int(status),
-             " for c ", c.shape().str());
+    sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a.data<float>(),
+          trans_a ? m : k, b.data<float>(), trans_b ? k : n, beta, c.data<float>(), n);
     return;
   }
   if (!trans_a && m <= kFewRows) {
