@@ -76,7 +76,7 @@ LrSchedule LrSchedule::from_options(const LrOptions& o) {
     return transformer(o.d_model, o.warmup, o.factor);
   if (o.schedule == "inverse-sqrt" || o.schedule == "inverse_sqrt")
     return inverse_sqrt(o.lr, o.warmup, o.warmup_init_lr);
-  if (o.schedule == "linear") {
+  if (o.needs_total_updates()) {
     TX_CHECK(o.total_updates > 0,
              "learning-rate schedule 'linear' decays to the run's last update, which is not "
              "known; give --after-epochs or --after-updates");

@@ -21,6 +21,9 @@ struct LrOptions {
   int64_t d_model = 512;      // transformer: the model width in d_model^-0.5
   double warmup_init_lr = 0;  // inverse-sqrt: the rate the linear warmup starts from (step 0)
   int64_t total_updates = 0;  // linear: the run's last update (the trainer derives it)
+
+  // Whether the schedule needs total_updates (only "linear": it decays to the last update).
+  bool needs_total_updates() const { return schedule == "linear"; }
 };
 
 class LrSchedule {

@@ -281,9 +281,9 @@ TrainerResult Trainer::run() {
   Adam adam(be_, params, o.adam);
   LrOptions lr_options = o.lr;
   lr_options.d_model = config.d_model;
-  // Only the linear schedule needs the last update, and planning every epoch's batches costs a
-  // shuffle and a sort of the corpus per epoch.
-  if (lr_options.schedule == "linear" && lr_options.total_updates <= 0)
+  // Planning every epoch's batches costs a shuffle and a sort of the corpus per epoch: only
+  // for a schedule that needs the last update.
+  if (lr_options.needs_total_updates() && lr_options.total_updates <= 0)
     lr_options.total_updates = planned_updates(batcher, o, int64_t(ranks) * o.optimizer_delay);
   const LrSchedule schedule = LrSchedule::from_options(lr_options);
   EarlyStopping stopper(validate ? o.valid_metrics.front() : "cross-entropy", o.early_stopping);
