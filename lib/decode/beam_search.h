@@ -4,17 +4,18 @@
 // How a batch is searched (DESIGN.md, "Decoding"):
 // - The encoder runs once; start_decoding computes each layer's cross-attention keys and values
 //   once; each sentence is then fanned out into `beam_size` batch rows (DecoderState::reorder).
-// - Each step: decode_step -> log_softmax -> add forbidden-token masks and each row's running
-//   score (a rank-1 GEMM) -> top-(2 * beam) per sentence over its [beam * V] candidates viewed
-//   as one row (Backend::top_k). Only those 2 * beam values and ids are downloaded.
+// - Each step: decode_step -> Backend::beam_top_k: each row's log-probs plus the forbidden-token
+//   mask plus the row's running score, and the top-(2 * beam) per sentence over its [beam * V]
+//   candidates (log_softmax, add_bias, a rank-1 GEMM and top_k, bit for bit, without writing
+//   the [R, V] scores). Only those 2 * beam values and ids are downloaded.
 // - On the host, a sentence takes candidates best first: one ending in eos becomes a finished
 //   hypothesis if it is among the best `beam` candidates (else it is dropped), any other
 //   continues, until `beam` continue. The state is reordered to the
 //   parents of the continuing rows. 2 * beam candidates always hold `beam` continuations,
 //   since each row contributes at most one eos candidate.
-// - Stopping (fairseq's and CTranslate2's rule, not Marian's "best cannot improve"): a sentence is
-// done once it
-//   has `beam` finished hypotheses, or at its maximum length, where only eos is allowed. Done
+// - Stopping (fairseq's and CTranslate2's rule, not Marian's "best cannot improve"): a sentence
+//   is done once it has `beam` finished hypotheses, or at its maximum length, where only eos is
+//   allowed (its rows' eos log-probs then come from log_softmax, scored in the same order). Done
 //   sentences leave the batch: their rows are left out of the next reorder. A later, longer
 //   hypothesis could still score better after length normalisation; the rule trades that for
 //   a bound on the work per sentence, and with beam_size = n it is exact for the search space
