@@ -96,18 +96,15 @@ std::vector<NBest> BeamSearch::search(const data::SourceBatch& batch) {
       model_.start_decoding(g, memory, src_lengths, std::min<int64_t>(steps, kFirstCapacity));
   memory.reset();
 
-  // Fan out: sentence k owns rows [k * beam, (k + 1) * beam). Only its first row is live at
-  // first, so its continuations are not counted `beam` times.
+  // Every beam of a sentence would start from bos with the same score, so the first step runs
+  // on one row per sentence (width 1) and its candidates fan each sentence out into `beam`
+  // rows (the next reorder): 1 / beam of that step's decoder work. From then on sentence k
+  // owns rows [k * beam, (k + 1) * beam).
   std::vector<int64_t> active(static_cast<size_t>(B));  // sentence of each row block
-  std::vector<Row> rows(static_cast<size_t>(B * beam));
+  std::vector<Row> rows(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) {
     active[b] = b;
-    for (int i = 0; i < beam; ++i) {
-      Row& r = rows[b * beam + i];
-      r.parent = static_cast<int32_t>(b);
-      r.token = Vocab::kBosId;
-      r.score = i == 0 ? 0.0f : kDead;
-    }
+    rows[b] = Row{static_cast<int32_t>(b), Vocab::kBosId, 0.0f, {}};
   }
 
   for (int64_t t = 0;; ++t) {
@@ -120,15 +117,17 @@ std::vector<NBest> BeamSearch::search(const data::SourceBatch& batch) {
     }
     const auto R = static_cast<int64_t>(rows.size());
     const auto A = static_cast<int64_t>(active.size());
+    const auto width = static_cast<int32_t>(R / A);  // rows per sentence: 1 at t = 0, then beam
+    const int top = static_cast<int>(std::min<int64_t>(K, width * V));  // candidates per sentence
     // The self-attention caches follow the parents; the memory stays put until sentences
     // leave (rows come in blocks of `beam` per sentence: DecoderState's groups).
     state.reorder(parents);
 
     Var logits = model_.decode_step(g, state, be_.upload(tokens, {R, 1}), t);
     const bool eos_allowed = t >= options_.min_length;
-    Tensor values = be_.empty({A, K}), ids = be_.empty({A, K}, DType::i32);
-    be_.beam_top_k(logits->value, eos_allowed ? mask_ : mask_no_eos_, be_.upload(scores, {R}), beam,
-                   K, values, ids);
+    Tensor values = be_.empty({A, top}), ids = be_.empty({A, top}, DType::i32);
+    be_.beam_top_k(logits->value, eos_allowed ? mask_ : mask_no_eos_, be_.upload(scores, {R}),
+                   width, top, values, ids);
     const std::vector<float> top_values = be_.download<float>(values);
     const std::vector<int32_t> top_ids = be_.download<int32_t>(ids);
     // Sentences at their maximum length may only end: their candidates are each row's eos
@@ -159,19 +158,19 @@ std::vector<NBest> BeamSearch::search(const data::SourceBatch& batch) {
       Sentence& s = sentences[active[k]];
       std::vector<Row> live;
       if (!s.done && t >= s.max_length) {
-        std::vector<int32_t> ending(static_cast<size_t>(beam));
-        for (int i = 0; i < beam; ++i) ending[i] = static_cast<int32_t>(k * beam + i);
+        std::vector<int32_t> ending(static_cast<size_t>(width));
+        for (int i = 0; i < width; ++i) ending[i] = static_cast<int32_t>(k * width + i);
         std::stable_sort(ending.begin(), ending.end(),
                          [&](int32_t a, int32_t b) { return eos_scores[a] > eos_scores[b]; });
         for (int32_t row : ending)
           if (eos_scores[row] >= kDeadBelow) finish(s, row, eos_scores[row]);
       }
-      for (int c = 0; c < K && !s.done && t < s.max_length && static_cast<int>(live.size()) < beam;
-           ++c) {
-        const float score = top_values[k * K + c];
+      for (int c = 0;
+           c < top && !s.done && t < s.max_length && static_cast<int>(live.size()) < beam; ++c) {
+        const float score = top_values[k * top + c];
         if (score < kDeadBelow) break;  // sorted: the rest are dead too
-        const int32_t row = static_cast<int32_t>(k * beam + top_ids[k * K + c] / V);
-        const int32_t token = top_ids[k * K + c] % V;
+        const int32_t row = static_cast<int32_t>(k * width + top_ids[k * top + c] / V);
+        const int32_t token = top_ids[k * top + c] % V;
         if (token == Vocab::kEosId) {
           // Only an eos among the best `beam` candidates ends a hypothesis (fairseq's and
           // CTranslate2's rule); a worse one, reached while filling the live rows, is dropped,
@@ -190,7 +189,7 @@ std::vector<NBest> BeamSearch::search(const data::SourceBatch& batch) {
       }
       // Dead filler rows keep the block `beam` rows wide.
       while (static_cast<int>(live.size()) < beam)
-        live.push_back(Row{static_cast<int32_t>(k * beam), Vocab::kEosId, kDead, {}});
+        live.push_back(Row{static_cast<int32_t>(k * width), Vocab::kEosId, kDead, {}});
       for (Row& r : live) next_rows.push_back(std::move(r));
       next_active.push_back(active[k]);
     }

@@ -3,7 +3,9 @@
 //
 // How a batch is searched (DESIGN.md, "Decoding"):
 // - The encoder runs once; start_decoding computes each layer's cross-attention keys and values
-//   once; each sentence is then fanned out into `beam_size` batch rows (DecoderState::reorder).
+//   once. The first step runs on one row per sentence (its beams would all start from bos with
+//   the same score); its candidates fan each sentence out into `beam_size` batch rows
+//   (DecoderState::reorder).
 // - Each step: decode_step -> Backend::beam_top_k: each row's log-probs plus the forbidden-token
 //   mask plus the row's running score, and the top-(2 * beam) per sentence over its [beam * V]
 //   candidates (log_softmax, add_bias, a rank-1 GEMM and top_k, bit for bit, without writing
