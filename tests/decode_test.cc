@@ -264,6 +264,57 @@ TEMPLATE_TEST_CASE("decode beam search: a padded batch gives the results of one 
 }
 
 TEMPLATE_TEST_CASE(
+    "decode beam search: continuous batching (sentences joining as others finish) gives the "
+    "results of one sentence at a time",
+    "[decode]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  TinyModel m(*be, 29);
+  // Twelve sentences of mixed lengths; at most three decoded together, so later ones join
+  // cohorts still decoding (each its own step, cache and memory width).
+  std::vector<Ids> sources;
+  for (int i = 0; i < 3; ++i)
+    for (const Ids& s : kSources) sources.push_back(s);
+  std::rotate(sources.begin(), sources.begin() + 5, sources.end());
+  for (int beam : {1, 3}) {
+    for (int min_length : {0, 2}) {
+      INFO("beam " << beam << ", min_length " << min_length);
+      BeamSearchOptions o;
+      o.beam_size = beam;
+      o.n_best = beam;
+      o.min_length = min_length;
+      o.max_length_b = 6;
+      BeamSearch search(*be, m.model, o);
+      size_t handed = 0, finished = 0, most_in_flight = 0;
+      std::map<int64_t, NBest> results;
+      auto next = [&](tx::decode::SourceSentence& s) {
+        if (handed == sources.size()) return false;
+        // Asked only when the batch has room: never more than three outstanding.
+        CHECK(handed - finished < 3);
+        s.index = 100 + static_cast<int64_t>(handed);
+        s.ids = sources[handed];
+        s.ids.push_back(kEos);
+        ++handed;
+        most_in_flight = std::max(most_in_flight, handed - finished);
+        return true;
+      };
+      auto done = [&](int64_t index, NBest nbest) {
+        ++finished;
+        CHECK(results.emplace(index, std::move(nbest)).second);  // each sentence once
+      };
+      search.search_stream(next, done, tx::decode::SearchLimits{3, 0});
+      CHECK(most_in_flight == 3);
+      REQUIRE(results.size() == sources.size());
+      for (size_t i = 0; i < sources.size(); ++i) {
+        INFO("sentence " << i);
+        REQUIRE(results.count(100 + static_cast<int64_t>(i)) == 1);
+        check_same_nbest(results[100 + static_cast<int64_t>(i)],
+                         search.search(source_batch({sources[i]})).at(0));
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE(
     "decode beam search: n-best lists are sorted, distinct and scored like the forward", "[decode]",
     TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);

@@ -660,3 +660,74 @@ TEMPLATE_TEST_CASE(
     CHECK_THROWS([&] { state.reorder(std::vector<int32_t>{0, 3}); }());
   }
 }
+
+TEMPLATE_TEST_CASE(
+    "transformer decode_step: states decoded together, each at its own step and group, equal "
+    "each decoded alone",
+    "[nn][transformer][decoding]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  tx::Rng rng(75);
+  ParameterSet params;
+  const int64_t V = 11;
+  for (bool pre_norm : {false, true}) {
+    DYNAMIC_SECTION((pre_norm ? "pre-norm" : "post-norm")) {
+      Transformer model(ParamScope(*be, params, rng), tiny_config(TiedEmbeddings::all, pre_norm));
+      perturb_params(*be, params, rng);
+      // Sources of different widths, so the two states' memories differ in length too.
+      Batch b = tiny_batch(rng, V, {6, 4, 2}, {7, 7, 7}, 6, 7);
+      std::vector<float> full = eval_logits(*be, model, b);
+      Graph g(*be, GraphOptions{false, false});
+      auto start = [&](const std::vector<int32_t>& rows, int64_t width) {
+        const std::vector<int32_t> src_len = pick_rows(b.src_len, b.B, rows);
+        std::vector<int32_t> src;
+        for (int32_t r : rows)
+          src.insert(src.end(), b.src.begin() + r * b.S, b.src.begin() + r * b.S + width);
+        const auto n = static_cast<int64_t>(rows.size());
+        Var memory = model.encode(g, be->upload(src, {n, width}), be->upload(src_len, {n}));
+        return model.start_decoding(g, memory, be->upload(src_len, {n}), 2);
+      };
+      // First: sentences 0 and 1 as beams of 2 (group 2); second: sentence 2 alone, a
+      // source of width 2, joining three steps later.
+      DecoderState first = start({0, 1}, 6), second = start({2}, 2);
+      const std::vector<int32_t> first_rows = {0, 0, 1, 1}, second_rows = {2};
+      first.reorder({0, 0, 1, 1});
+      REQUIRE(first.group() == 2);
+      auto tokens = [&](const std::vector<int32_t>& rows, int64_t t) {
+        std::vector<int32_t> ids;
+        for (int32_t r : rows) ids.push_back(b.tgt_in[r * b.T + t]);
+        return ids;
+      };
+      auto check = [&](const std::vector<float>& logits, int64_t offset,
+                       const std::vector<int32_t>& rows, int64_t t) {
+        for (size_t i = 0; i < rows.size(); ++i) {
+          INFO("step " << t << ", row " << i << " (sentence " << rows[i] << ")");
+          double worst = 0;
+          for (int64_t v = 0; v < V; ++v)
+            worst = std::max(worst, double(std::abs(logits[(offset + i) * V + v] -
+                                                    full[(rows[i] * b.T + t) * V + v])));
+          CHECK(worst <= 1e-5);
+        }
+      };
+      for (int64_t t = 0; t < 3; ++t)
+        check(be->download<float>(
+                  model.decode_step(g, first, be->upload(tokens(first_rows, t), {4, 1}), t)->value),
+              0, first_rows, t);
+      for (int64_t t = 3; t < b.T; ++t) {  // the first state's cache grows past 2 and 4 here
+        std::vector<int32_t> ids = tokens(first_rows, t);
+        for (int32_t id : tokens(second_rows, t - 3)) ids.push_back(id);
+        Var logits = model.decode_step(g, std::vector<DecoderState*>{&first, &second},
+                                       be->upload(ids, {5, 1}));
+        REQUIRE(logits->value.shape() == (tx::Shape{5, V}));
+        const std::vector<float> host = be->download<float>(logits->value);
+        check(host, 0, first_rows, t);
+        check(host, 4, second_rows, t - 3);
+      }
+      CHECK(first.length() == b.T);
+      CHECK(second.length() == b.T - 3);
+      // tgt_ids must cover both states' rows.
+      CHECK_THROWS_WITH(model.decode_step(g, std::vector<DecoderState*>{&first, &second},
+                                          be->upload(std::vector<int32_t>{3, 3, 3, 3}, {4, 1})),
+                        Catch::Contains("must be i32 [5, 1]"));
+    }
+  }
+}

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
+#include <iterator>
 
 #include "core/error.h"
 #include "data/vocab.h"
@@ -19,8 +21,9 @@ constexpr float kDeadBelow = -1e29f;
 // Self-attention cache slots allocated before the first doubling.
 constexpr int64_t kFirstCapacity = 8;
 
-// One sentence of the batch while it is searched.
+// One sentence while it is searched.
 struct Sentence {
+  int64_t index = 0;       // the caller's
   int64_t max_length = 0;  // output tokens at most (eos not counted)
   bool done = false;
   std::vector<Hypothesis> finished;
@@ -28,7 +31,7 @@ struct Sentence {
 
 // One batch row: a live hypothesis.
 struct Row {
-  int32_t parent = 0;  // its row in the previous step's batch
+  int32_t parent = 0;  // its row in its cohort's state before the next reorder
   int32_t token = 0;   // the token it ends in: the next decoder input
   float score = 0;     // running log-prob
   std::vector<int32_t> ids;
@@ -73,89 +76,219 @@ int64_t BeamSearch::max_output_length(int64_t source_tokens) const {
   return std::min<int64_t>(length, model_.config().max_length - 1);
 }
 
-std::vector<NBest> BeamSearch::search(const data::SourceBatch& batch) {
-  const int64_t B = batch.size, V = vocab_;
-  const int beam = options_.beam_size;
-  const int K = 2 * beam;
-  if (B == 0) return {};
-
-  std::vector<Sentence> sentences(static_cast<size_t>(B));
-  int64_t steps = 0;
-  for (int64_t b = 0; b < B; ++b) {
-    sentences[b].max_length = max_output_length(batch.src_lengths[b] - 1);
-    steps = std::max(steps, sentences[b].max_length + 1);
+// Sentences that joined the search together: their state, rows (blocks of
+// rows.size() / active.size() per sentence, in the order of `active`) and steps decoded.
+struct BeamSearch::Cohort {
+  nn::DecoderState state;
+  std::vector<Sentence> sentences;
+  std::vector<int64_t> active;  // sentences still in the batch, one block of rows each
+  std::vector<Row> rows;
+  int64_t t = 0;
+  int64_t source_width = 0;  // the longest source, eos counted
+  int64_t live() const {
+    int64_t n = 0;
+    for (int64_t k : active) n += !sentences[k].done;
+    return n;
   }
+};
 
+std::vector<NBest> BeamSearch::search(const data::SourceBatch& batch) {
+  std::vector<NBest> out(static_cast<size_t>(batch.size));
+  int64_t r = 0;
+  auto next = [&](SourceSentence& s) {
+    if (r == batch.size) return false;
+    const auto row = batch.src.begin() + r * batch.src_len;
+    s.index = r;
+    s.ids.assign(row, row + batch.src_lengths[r]);
+    ++r;
+    return true;
+  };
+  search_stream(
+      next, [&](int64_t index, NBest nbest) { out[index] = std::move(nbest); },
+      SearchLimits{std::max<int64_t>(batch.size, 1), 0});
+  return out;
+}
+
+void BeamSearch::search_stream(const std::function<bool(SourceSentence&)>& next, const Done& done,
+                               const SearchLimits& limits) {
   Graph g(be_, GraphOptions{false, false});
-  Tensor src_lengths = be_.upload(batch.src_lengths, {B});
-  Var memory = model_.encode(g, be_.upload(batch.src, {B, batch.src_len}), src_lengths);
+  std::vector<Cohort> cohorts;
+  std::deque<SourceSentence> pending;
+  bool exhausted = false;
+  while (true) {
+    int64_t live = 0, width = 0;
+    for (const Cohort& c : cohorts) {
+      const int64_t n = c.live();
+      live += n;
+      if (n > 0) width = std::max(width, c.source_width);
+    }
+    // How many waiting sentences fit beside the live ones, reading more only while they could.
+    int64_t fit = 0;
+    while (true) {
+      if (limits.max_sentences > 0 && live + fit >= limits.max_sentences) break;
+      if (static_cast<int64_t>(pending.size()) == fit) {
+        SourceSentence s;
+        if (exhausted || !next(s)) {
+          exhausted = true;
+          break;
+        }
+        pending.push_back(std::move(s));
+      }
+      const int64_t w = std::max(width, static_cast<int64_t>(pending[fit].ids.size()));
+      if (limits.max_tokens > 0 && live + fit > 0 && (live + fit + 1) * w > limits.max_tokens)
+        break;
+      width = w;
+      ++fit;
+    }
+    // A new cohort when it makes at least a third of the batch: each costs an encoder run
+    // and per-step attention calls of its own.
+    if (fit > 0 && 3 * fit >= live + fit) {
+      std::vector<SourceSentence> joining(std::make_move_iterator(pending.begin()),
+                                          std::make_move_iterator(pending.begin() + fit));
+      pending.erase(pending.begin(), pending.begin() + fit);
+      cohorts.push_back(start(g, std::move(joining)));
+    }
+    if (cohorts.empty()) {
+      if (exhausted && pending.empty()) break;
+      continue;
+    }
+    step(g, cohorts, done);
+    cohorts.erase(std::remove_if(cohorts.begin(), cohorts.end(),
+                                 [](const Cohort& c) { return c.live() == 0; }),
+                  cohorts.end());
+  }
+}
+
+BeamSearch::Cohort BeamSearch::start(Graph& g, std::vector<SourceSentence> sentences) const {
+  const auto B = static_cast<int64_t>(sentences.size());
+  Cohort c;
+  int64_t steps = 0;
+  for (const SourceSentence& s : sentences)
+    c.source_width = std::max<int64_t>(c.source_width, s.ids.size());
+  const int64_t S = c.source_width;
+  std::vector<int32_t> src(static_cast<size_t>(B * S), Vocab::kPadId), lengths;
+  // Every beam of a sentence would start from bos with the same score, so the first step runs
+  // on one row per sentence (width 1) and its candidates fan each sentence out into `beam`
+  // rows (the next reorder): 1 / beam of that step's decoder work.
+  for (int64_t b = 0; b < B; ++b) {
+    const std::vector<int32_t>& ids = sentences[b].ids;
+    std::copy(ids.begin(), ids.end(), src.begin() + b * S);
+    lengths.push_back(static_cast<int32_t>(ids.size()));
+    Sentence s;
+    s.index = sentences[b].index;
+    s.max_length = max_output_length(static_cast<int64_t>(ids.size()) - 1);
+    steps = std::max(steps, s.max_length + 1);
+    c.sentences.push_back(std::move(s));
+    c.active.push_back(b);
+    c.rows.push_back(Row{static_cast<int32_t>(b), Vocab::kBosId, 0.0f, {}});
+  }
+  const Tensor src_lengths = be_.upload(lengths, {B});
+  Var memory = model_.encode(g, be_.upload(src, {B, S}), src_lengths);
   // The cache doubles when full. Every step's reorder copies the whole capacity and attention
   // runs over it, so a small start keeps both near the length decoded so far: at most twice
   // it, for one extra copy per doubling.
-  nn::DecoderState state =
-      model_.start_decoding(g, memory, src_lengths, std::min<int64_t>(steps, kFirstCapacity));
-  memory.reset();
+  c.state = model_.start_decoding(g, memory, src_lengths, std::min<int64_t>(steps, kFirstCapacity));
+  return c;
+}
 
-  // Every beam of a sentence would start from bos with the same score, so the first step runs
-  // on one row per sentence (width 1) and its candidates fan each sentence out into `beam`
-  // rows (the next reorder): 1 / beam of that step's decoder work. From then on sentence k
-  // owns rows [k * beam, (k + 1) * beam).
-  std::vector<int64_t> active(static_cast<size_t>(B));  // sentence of each row block
-  std::vector<Row> rows(static_cast<size_t>(B));
-  for (int64_t b = 0; b < B; ++b) {
-    active[b] = b;
-    rows[b] = Row{static_cast<int32_t>(b), Vocab::kBosId, 0.0f, {}};
-  }
-
-  for (int64_t t = 0;; ++t) {
-    std::vector<int32_t> parents, tokens;
-    std::vector<float> scores;
-    for (const Row& r : rows) {
+void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) {
+  const int64_t V = vocab_;
+  const int beam = options_.beam_size;
+  const int K = 2 * beam;
+  std::vector<int32_t> tokens;
+  std::vector<nn::DecoderState*> states;
+  for (Cohort& c : cohorts) {
+    std::vector<int32_t> parents;
+    for (const Row& r : c.rows) {
       parents.push_back(r.parent);
       tokens.push_back(r.token);
-      scores.push_back(r.score);
     }
-    const auto R = static_cast<int64_t>(rows.size());
-    const auto A = static_cast<int64_t>(active.size());
-    const auto width = static_cast<int32_t>(R / A);  // rows per sentence: 1 at t = 0, then beam
-    const int top = static_cast<int>(std::min<int64_t>(K, width * V));  // candidates per sentence
     // The self-attention caches follow the parents; the memory stays put until sentences
     // leave (rows come in blocks of `beam` per sentence: DecoderState's groups).
-    state.reorder(parents);
+    c.state.reorder(parents);
+    states.push_back(&c.state);
+  }
+  const auto rows = static_cast<int64_t>(tokens.size());
+  Var logits = model_.decode_step(g, states, be_.upload(tokens, {rows, 1}));
 
-    Var logits = model_.decode_step(g, state, be_.upload(tokens, {R, 1}), t);
-    const bool eos_allowed = t >= options_.min_length;
-    Tensor values = be_.empty({A, top}), ids = be_.empty({A, top}, DType::i32);
-    be_.beam_top_k(logits->value, eos_allowed ? mask_ : mask_no_eos_, be_.upload(scores, {R}),
-                   width, top, values, ids);
-    const std::vector<float> top_values = be_.download<float>(values);
-    const std::vector<int32_t> top_ids = be_.download<int32_t>(ids);
+  // Each sentence's best candidates: one beam_top_k over every cohort's rows when they agree
+  // on rows per sentence and mask (always in greedy search; with a beam, except on a new
+  // cohort's first step), else one per cohort. top_values/top_ids hold `top` per sentence.
+  auto width_of = [](const Cohort& c) {
+    return static_cast<int32_t>(c.rows.size() / c.active.size());  // 1 at t = 0, then beam
+  };
+  auto eos_allowed = [&](const Cohort& c) { return c.t >= options_.min_length; };
+  bool uniform = true;
+  for (const Cohort& c : cohorts)
+    uniform &=
+        width_of(c) == width_of(cohorts.front()) && eos_allowed(c) == eos_allowed(cohorts.front());
+  std::vector<float> scores, top_values;
+  std::vector<int32_t> top_ids;
+  for (const Cohort& c : cohorts)
+    for (const Row& r : c.rows) scores.push_back(r.score);
+  const Tensor offsets = be_.upload(scores, {rows});
+  auto best = [&](int64_t first, int64_t count, int64_t sentences, int32_t width, bool eos) {
+    const int top = static_cast<int>(std::min<int64_t>(K, width * V));
+    Tensor values = be_.empty({sentences, top}), ids = be_.empty({sentences, top}, DType::i32);
+    be_.beam_top_k(logits->value.slice(first, first + count), eos ? mask_ : mask_no_eos_,
+                   offsets.slice(first, first + count), width, top, values, ids);
+    const std::vector<float> v = be_.download<float>(values);
+    const std::vector<int32_t> i = be_.download<int32_t>(ids);
+    top_values.insert(top_values.end(), v.begin(), v.end());
+    top_ids.insert(top_ids.end(), i.begin(), i.end());
+  };
+  if (uniform) {
+    int64_t sentences = 0;
+    for (const Cohort& c : cohorts) sentences += static_cast<int64_t>(c.active.size());
+    best(0, rows, sentences, width_of(cohorts.front()), eos_allowed(cohorts.front()));
+  } else {
+    int64_t first = 0;
+    for (const Cohort& c : cohorts) {
+      const auto R = static_cast<int64_t>(c.rows.size());
+      best(first, R, static_cast<int64_t>(c.active.size()), width_of(c), eos_allowed(c));
+      first += R;
+    }
+  }
+
+  int64_t first = 0, candidate = 0;  // the cohort's first row and first candidate
+  for (Cohort& c : cohorts) {
+    const auto R = static_cast<int64_t>(c.rows.size());
+    const auto A = static_cast<int64_t>(c.active.size());
+    const int64_t t = c.t;
+    const Tensor lp = logits->value.slice(first, first + R);
+    const int32_t width = width_of(c);
+    const int top = static_cast<int>(std::min<int64_t>(K, width * V));  // candidates per sentence
+    const float* values = top_values.data() + candidate;
+    const int32_t* ids = top_ids.data() + candidate;
+    const float* row_scores = scores.data() + first;
+    first += R;
+    candidate += A * top;
     // Sentences at their maximum length may only end: their candidates are each row's eos
     // entry, scored as beam_top_k scores it (R values, not a mask of R * V).
     std::vector<float> eos_scores;
     bool at_limit = false;
-    for (int64_t k = 0; k < A; ++k) at_limit |= t >= sentences[active[k]].max_length;
+    for (int64_t k : c.active) at_limit |= t >= c.sentences[k].max_length;
     if (at_limit) {
-      const Tensor& lp = logits->value;
       be_.log_softmax(lp, lp);
       std::vector<int32_t> eos_index(static_cast<size_t>(R));
       for (int64_t r = 0; r < R; ++r) eos_index[r] = static_cast<int32_t>(r * V + Vocab::kEosId);
       Tensor picked = be_.empty({R, 1});
       be_.gather_rows(lp.view({R * V, 1}), be_.upload(eos_index, {R}), picked);
       eos_scores = be_.download<float>(picked);
-      const float eos_mask = eos_allowed ? 0.0f : kDead;
-      for (int64_t r = 0; r < R; ++r) eos_scores[r] = (eos_scores[r] + eos_mask) + scores[r];
+      const float eos_mask = eos_allowed(c) ? 0.0f : kDead;
+      for (int64_t r = 0; r < R; ++r) eos_scores[r] = (eos_scores[r] + eos_mask) + row_scores[r];
     }
 
-    auto finish = [&](Sentence& s, int32_t row, float score) {
-      if (static_cast<int>(s.finished.size()) >= beam) return;
-      const std::vector<int32_t>& h = rows[row].ids;
-      s.finished.push_back({h, score, normalise(score, h.size() + 1, options_.length_penalty)});
-    };
     std::vector<Row> next_rows;
     std::vector<int64_t> next_active;
     for (int64_t k = 0; k < A; ++k) {
-      Sentence& s = sentences[active[k]];
+      Sentence& s = c.sentences[c.active[k]];
+      auto finish = [&](int32_t row, float score) {
+        if (static_cast<int>(s.finished.size()) >= beam) return;
+        const std::vector<int32_t>& h = c.rows[row].ids;
+        s.finished.push_back({h, score, normalise(score, h.size() + 1, options_.length_penalty)});
+      };
+      const bool was_done = s.done;
       std::vector<Row> live;
       if (!s.done && t >= s.max_length) {
         std::vector<int32_t> ending(static_cast<size_t>(width));
@@ -163,26 +296,34 @@ std::vector<NBest> BeamSearch::search(const data::SourceBatch& batch) {
         std::stable_sort(ending.begin(), ending.end(),
                          [&](int32_t a, int32_t b) { return eos_scores[a] > eos_scores[b]; });
         for (int32_t row : ending)
-          if (eos_scores[row] >= kDeadBelow) finish(s, row, eos_scores[row]);
+          if (eos_scores[row] >= kDeadBelow) finish(row, eos_scores[row]);
       }
-      for (int c = 0;
-           c < top && !s.done && t < s.max_length && static_cast<int>(live.size()) < beam; ++c) {
-        const float score = top_values[k * top + c];
+      for (int i = 0;
+           i < top && !s.done && t < s.max_length && static_cast<int>(live.size()) < beam; ++i) {
+        const float score = values[k * top + i];
         if (score < kDeadBelow) break;  // sorted: the rest are dead too
-        const int32_t row = static_cast<int32_t>(k * width + top_ids[k * top + c] / V);
-        const int32_t token = top_ids[k * top + c] % V;
+        const int32_t row = static_cast<int32_t>(k * width + ids[k * top + i] / V);
+        const int32_t token = ids[k * top + i] % V;
         if (token == Vocab::kEosId) {
           // Only an eos among the best `beam` candidates ends a hypothesis (fairseq's and
           // CTranslate2's rule); a worse one, reached while filling the live rows, is dropped,
           // or weak endings would fill the finished list and stop the search early.
-          if (c < beam) finish(s, row, score);
+          if (i < beam) finish(row, score);
         } else {
-          Row r{row, token, score, rows[row].ids};
+          Row r{row, token, score, c.rows[row].ids};
           r.ids.push_back(token);
           live.push_back(std::move(r));
         }
       }
       if (static_cast<int>(s.finished.size()) >= beam || live.empty()) s.done = true;
+      if (s.done && !was_done) {
+        NBest nb = std::move(s.finished);
+        std::stable_sort(nb.begin(), nb.end(), [](const Hypothesis& x, const Hypothesis& y) {
+          return x.score > y.score;
+        });
+        if (static_cast<int>(nb.size()) > options_.n_best) nb.resize(options_.n_best);
+        done(s.index, std::move(nb));
+      }
       if (s.done) {
         if (options_.shrink_batch) continue;
         live.clear();
@@ -191,24 +332,12 @@ std::vector<NBest> BeamSearch::search(const data::SourceBatch& batch) {
       while (static_cast<int>(live.size()) < beam)
         live.push_back(Row{static_cast<int32_t>(k * width), Vocab::kEosId, kDead, {}});
       for (Row& r : live) next_rows.push_back(std::move(r));
-      next_active.push_back(active[k]);
+      next_active.push_back(c.active[k]);
     }
-    const bool all_done =
-        std::all_of(sentences.begin(), sentences.end(), [](const Sentence& s) { return s.done; });
-    if (all_done) break;
-    rows = std::move(next_rows);
-    active = std::move(next_active);
+    c.rows = std::move(next_rows);
+    c.active = std::move(next_active);
+    ++c.t;
   }
-
-  std::vector<NBest> out(static_cast<size_t>(B));
-  for (int64_t b = 0; b < B; ++b) {
-    NBest& nb = sentences[b].finished;
-    std::stable_sort(nb.begin(), nb.end(),
-                     [](const Hypothesis& x, const Hypothesis& y) { return x.score > y.score; });
-    if (static_cast<int>(nb.size()) > options_.n_best) nb.resize(options_.n_best);
-    out[b] = std::move(nb);
-  }
-  return out;
 }
 
 }  // namespace tx::decode

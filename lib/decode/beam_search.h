@@ -1,11 +1,19 @@
 // BeamSearch: batched beam search over a Transformer — the n best translations of each source
 // row of a SourceBatch.
 //
-// How a batch is searched (DESIGN.md, "Decoding"):
-// - The encoder runs once; start_decoding computes each layer's cross-attention keys and values
-//   once. The first step runs on one row per sentence (its beams would all start from bos with
-//   the same score); its candidates fan each sentence out into `beam_size` batch rows
+// How sentences are searched (DESIGN.md, "Decoding"):
+// - Sentences join the search in cohorts (search_stream): the encoder runs once per cohort;
+//   start_decoding computes each layer's cross-attention keys and values once. A cohort's
+//   first step runs on one row per sentence (its beams would all start from bos with the
+//   same score); its candidates fan each sentence out into `beam_size` batch rows
 //   (DecoderState::reorder).
+// - Continuous batching: each step decodes every cohort together (Transformer::decode_step of
+//   several states: one GEMM per linear layer over all rows, attention and cache per cohort,
+//   so a cohort's caches and memory stay as long as its own sentences). When finished
+//   sentences have freed at least a third of the batch (SearchLimits), the next sentences
+//   join as a new cohort, so the batch stays full instead of ending on a few rows, whose
+//   GEMMs run at a quarter of the speed per row. (A third: each cohort costs an encoder run
+//   and its own attention calls every step; a quarter and an eighth measured slower.)
 // - Each step: decode_step -> Backend::beam_top_k: each row's log-probs plus the forbidden-token
 //   mask plus the row's running score, and the top-(2 * beam) per sentence over its [beam * V]
 //   candidates (log_softmax, add_bias, a rank-1 GEMM and top_k, bit for bit, without writing
@@ -26,6 +34,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "backend/backend.h"
@@ -65,14 +74,37 @@ struct Hypothesis {
 // The n-best list of one sentence, best score first.
 using NBest = std::vector<Hypothesis>;
 
+// One sentence to search: source ids ending in eos, and the caller's name for it.
+struct SourceSentence {
+  int64_t index = 0;
+  std::vector<int32_t> ids;
+};
+
+// The sentences decoded together at most (tx-translate's --mini-batch and --max-tokens): at
+// most max_sentences (0: no cap), and those sentences times the longest source among them
+// (eos counted) at most max_tokens (0: no cap). One sentence always fits.
+struct SearchLimits {
+  int64_t max_sentences = 0;
+  int64_t max_tokens = 0;
+};
+
 class BeamSearch {
  public:
   // `model` must outlive the BeamSearch. Special ids are data::Vocab's (pad 0, unk 1, bos 2,
   // eos 3).
   BeamSearch(Backend& be, const nn::Transformer& model, BeamSearchOptions options = {});
 
-  // The n-best list of each row of `batch`, in row order. Rows are source ids ending in eos.
+  // The n-best list of each row of `batch`, in row order, all in one cohort. Rows are source
+  // ids ending in eos.
   std::vector<NBest> search(const data::SourceBatch& batch);
+
+  // Searches the sentences `next` hands out (false: no more) until all are done, calling
+  // `done` with each sentence's index and n-best list as it finishes (not in input order).
+  // `next` is called only when the batch has room for another sentence, so a pipe is never
+  // read ahead of what the batch can take.
+  void search_stream(const std::function<bool(SourceSentence&)>& next,
+                     const std::function<void(int64_t index, NBest nbest)>& done,
+                     const SearchLimits& limits);
 
   // The longest output (eos not counted) for a source of `source_tokens` tokens (eos not
   // counted).
@@ -81,6 +113,13 @@ class BeamSearch {
   const BeamSearchOptions& options() const { return options_; }
 
  private:
+  struct Cohort;
+  using Done = std::function<void(int64_t, NBest)>;
+  // A cohort of `sentences`, encoded and ready for its first step.
+  Cohort start(Graph& g, std::vector<SourceSentence> sentences) const;
+  // One decoding step of every cohort together; sentences that finish go to `done`.
+  void step(Graph& g, std::vector<Cohort>& cohorts, const Done& done);
+
   Backend& be_;
   const nn::Transformer& model_;
   BeamSearchOptions options_;

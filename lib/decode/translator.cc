@@ -1,6 +1,7 @@
 #include "decode/translator.h"
 
 #include <charconv>
+#include <memory>
 #include <sstream>
 
 #include "core/error.h"
@@ -15,6 +16,34 @@ std::string shortest(float v) {
   char buf[32];
   const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
   return std::string(buf, ec == std::errc() ? end : buf);
+}
+
+// The rows of the batches `next_batch` hands out, one sentence at a time, for
+// BeamSearch::search_stream. Empty rows (eos only) are not searched — a model given only eos
+// would still invent words — but go to `empty` as they come.
+std::function<bool(SourceSentence&)> sentences_of(
+    std::function<bool(data::SourceBatch&)> next_batch, std::function<void(int64_t)> empty) {
+  auto batch = std::make_shared<data::SourceBatch>();
+  auto row = std::make_shared<int64_t>(0);
+  return [=](SourceSentence& s) {
+    while (true) {
+      if (*row == batch->size) {
+        if (!next_batch(*batch)) return false;
+        *row = 0;
+        continue;
+      }
+      const int64_t r = (*row)++;
+      const int64_t index = batch->indices.empty() ? r : batch->indices[r];
+      if (batch->src_lengths[r] <= 1) {
+        empty(index);
+        continue;
+      }
+      const auto first = batch->src.begin() + r * batch->src_len;
+      s.index = index;
+      s.ids.assign(first, first + batch->src_lengths[r]);
+      return true;
+    }
+  };
 }
 
 }  // namespace
@@ -38,24 +67,8 @@ Translator::Translator(Backend& be, const nn::Transformer& model, const data::Vo
     options_.batching.max_source_tokens = fits;
 }
 
-std::vector<NBest> Translator::translate_batch(const data::SourceBatch& batch) {
-  // The non-empty rows, as a batch of their own (same width: padding is harmless).
-  data::SourceBatch rest;
-  rest.src_len = batch.src_len;
-  std::vector<int64_t> kept;
-  for (int64_t r = 0; r < batch.size; ++r) {
-    if (batch.src_lengths[r] <= 1) continue;
-    kept.push_back(r);
-    rest.src.insert(rest.src.end(), batch.src.begin() + r * batch.src_len,
-                    batch.src.begin() + (r + 1) * batch.src_len);
-    rest.src_lengths.push_back(batch.src_lengths[r]);
-    rest.indices.push_back(batch.indices.empty() ? r : batch.indices[r]);
-  }
-  rest.size = static_cast<int64_t>(kept.size());
-  std::vector<NBest> found = search_.search(rest);
-  std::vector<NBest> out(static_cast<size_t>(batch.size), NBest{Hypothesis{}});
-  for (size_t i = 0; i < kept.size(); ++i) out[kept[i]] = std::move(found[i]);
-  return out;
+SearchLimits Translator::limits() const {
+  return {options_.batching.max_sentences, options_.batching.max_tokens};
 }
 
 std::string Translator::format(int64_t index, const NBest& nbest) const {
@@ -73,15 +86,14 @@ int64_t Translator::translate_stream(std::istream& in, std::ostream& out, const 
                                      const std::function<void(int64_t)>& on_batch) {
   data::InferenceBatcher batcher(in, name, src_vocab_, options_.batching);
   data::OrderedOutput output(out);
-  data::SourceBatch batch;
   int64_t done = 0;
-  while (batcher.next(batch)) {
-    std::vector<NBest> results = translate_batch(batch);
-    for (int64_t r = 0; r < batch.size; ++r)
-      output.put(batch.indices[r], format(batch.indices[r], results[r]));
-    done += batch.size;
-    if (on_batch) on_batch(done);
-  }
+  auto finished = [&](int64_t index, const NBest& nbest) {
+    output.put(index, format(index, nbest));
+    if (on_batch) on_batch(++done);
+  };
+  search_.search_stream(sentences_of([&](data::SourceBatch& b) { return batcher.next(b); },
+                                     [&](int64_t index) { finished(index, NBest{Hypothesis{}}); }),
+                        finished, limits());
   output.finish(batcher.lines_read());
   lines_cropped_ = batcher.lines_cropped();
   first_cropped_line_ = batcher.first_cropped_line();
@@ -102,11 +114,21 @@ std::vector<std::string> Translator::translate_lines(const std::vector<std::stri
       first_cropped_line_ = static_cast<int64_t>(i) + 1;
   }
   std::vector<std::string> out(lines.size());
-  for (const data::SourceBatch& batch : data::make_source_batches(ids, 0, options_.batching)) {
-    std::vector<NBest> results = translate_batch(batch);
-    for (int64_t r = 0; r < batch.size; ++r)
-      out[batch.indices[r]] = results[r].empty() ? "" : tgt_vocab_.decode(results[r][0].ids);
-  }
+  const std::vector<data::SourceBatch> batches =
+      data::make_source_batches(ids, 0, options_.batching);
+  size_t next = 0;
+  search_.search_stream(
+      sentences_of(
+          [&](data::SourceBatch& b) {
+            if (next == batches.size()) return false;
+            b = batches[next++];
+            return true;
+          },
+          [](int64_t) {}),
+      [&](int64_t index, const NBest& nbest) {
+        out[index] = nbest.empty() ? "" : tgt_vocab_.decode(nbest[0].ids);
+      },
+      limits());
   return out;
 }
 

@@ -42,18 +42,14 @@ class Translator {
   // Translates every line of `in` (named `name` in errors) to `out`, as described above;
   // returns the number of lines. A source longer than the model's positions cover (its
   // max_length, eos included) is cropped to fit; see lines_cropped(). Output for a line appears
-  // once its window is translated. `on_batch`, when given, is called after each batch with the
-  // lines translated so far.
+  // as soon as it and every line before it are translated. `on_batch`, when given, is called
+  // as lines finish with the number translated so far.
   int64_t translate_stream(std::istream& in, std::ostream& out, const std::string& name = "<stdin>",
                            const std::function<void(int64_t lines_done)>& on_batch = nullptr);
 
   // The best translation of each line, in order (validation BLEU). Throws tx::Error naming
   // the line for invalid UTF-8.
   std::vector<std::string> translate_lines(const std::vector<std::string>& lines);
-
-  // The n-best lists of a batch's rows; empty rows (eos only) get one empty hypothesis of
-  // score 0 without being searched.
-  std::vector<NBest> translate_batch(const data::SourceBatch& batch);
 
   // One input line's output entry (see the top of this file), without a final newline.
   std::string format(int64_t index, const NBest& nbest) const;
@@ -65,6 +61,9 @@ class Translator {
   int64_t first_cropped_line() const { return first_cropped_line_; }
 
  private:
+  // The batch options as the search's limits on the sentences decoded together.
+  SearchLimits limits() const;
+
   const data::Vocab& src_vocab_;
   const data::Vocab& tgt_vocab_;
   TranslatorOptions options_;

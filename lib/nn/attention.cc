@@ -38,19 +38,50 @@ AttentionKV MultiHeadAttention::project_kv(Graph& g, const Var& memory) const {
   return {project_heads(g, k_proj_, memory, heads_), project_heads(g, v_proj_, memory, heads_)};
 }
 
-Var MultiHeadAttention::attend(Graph& g, const Var& query, const AttentionKV& kv,
-                               const Tensor& key_lengths, bool causal) const {
-  Var q = project_heads(g, q_proj_, query, heads_);      // [B, H, Tq, dh]
+// softmax(q k^T / sqrt(d_head)) v for q [B, H, Tq, dh] and kv [B, H, Tk, dh]: [B, H, Tq, dh].
+Var MultiHeadAttention::context(Graph& g, const Var& q, const AttentionKV& kv,
+                                const Tensor& key_lengths, bool causal) const {
   Var scores = ops::matmul(g, q, false, kv.keys, true);  // [B, H, Tq, Tk]
   // The 1/sqrt(d_head) scale is fused into the softmax.
   const float scale = 1.0f / std::sqrt(static_cast<float>(d_model_ / heads_));
   Var probs = ops::softmax(g, scores, scale, key_lengths, causal);
   ops::release(g, scores);
   probs = ops::dropout(g, probs, attention_dropout_);
-  Var context = ops::matmul(g, probs, false, kv.values, false);  // [B, H, Tq, dh]
-  Var merged = ops::merge_heads(g, context);
-  ops::release(g, context);
+  return ops::matmul(g, probs, false, kv.values, false);
+}
+
+Var MultiHeadAttention::attend(Graph& g, const Var& query, const AttentionKV& kv,
+                               const Tensor& key_lengths, bool causal) const {
+  Var q = project_heads(g, q_proj_, query, heads_);  // [B, H, Tq, dh]
+  Var ctx = context(g, q, kv, key_lengths, causal);
+  Var merged = ops::merge_heads(g, ctx);
+  ops::release(g, ctx);
   return out_proj_.forward(g, merged);
+}
+
+Var MultiHeadAttention::attend_spans(Graph& g, const Var& query,
+                                     const std::vector<AttentionSpan>& spans) const {
+  TX_CHECK(!g.grad_enabled(), "MultiHeadAttention::attend_spans is inference: no gradients");
+  const Shape& shape = query->value.shape();
+  TX_CHECK(shape.ndim() == 3 && shape[1] == 1 && shape[2] == d_model_, "attend_spans: query ",
+           shape.str(), " must be [rows, 1, ", d_model_, "]");
+  Var flat = q_proj_.forward(g, query);  // [R, 1, d_model]
+  Tensor merged = g.alloc(shape);
+  int64_t next = 0;
+  for (const AttentionSpan& span : spans) {
+    TX_CHECK(
+        span.first == next && span.rows % span.group == 0 && span.first + span.rows <= shape[0],
+        "attend_spans: span of rows ", span.first, " + ", span.rows, " (groups of ", span.group,
+        ") does not continue the spans before it within ", shape[0], " rows");
+    next += span.rows;
+    // A span's groups of rows are its entries' queries: [entries, group, d_model].
+    const Shape rows{span.rows / span.group, span.group, d_model_};
+    Var q = ops::split_heads(g, make_var(flat->value.slice(span.first, next).view(rows)), heads_);
+    Var ctx = context(g, q, span.kv, span.key_lengths, false);
+    g.backend().merge_heads(ctx->value, merged.slice(span.first, next).view(rows));
+  }
+  TX_CHECK(next == shape[0], "attend_spans: the spans cover ", next, " of ", shape[0], " rows");
+  return out_proj_.forward(g, make_var(merged));
 }
 
 }  // namespace tx::nn

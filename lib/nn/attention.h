@@ -6,6 +6,8 @@
 // sentence, or keep a cache of its own past keys and values, and attend to them step by step.
 #pragma once
 
+#include <vector>
+
 #include "graph/ops.h"
 #include "nn/linear.h"
 
@@ -15,6 +17,16 @@ namespace tx::nn {
 struct AttentionKV {
   Var keys;
   Var values;
+};
+
+// Rows first .. first + rows of a decoding step's query that attend to their own keys and
+// values: one DecoderState of several decoded together. Each `group` consecutive rows share
+// one entry of kv (a sentence's beams), whose keys at positions >= key_lengths[entry] are
+// padding.
+struct AttentionSpan {
+  int64_t first = 0, rows = 0, group = 1;
+  AttentionKV kv;
+  Tensor key_lengths;
 };
 
 class MultiHeadAttention {
@@ -33,6 +45,10 @@ class MultiHeadAttention {
   Var attend(Graph& g, const Var& query, const AttentionKV& kv, const Tensor& key_lengths,
              bool causal) const;
 
+  // Inference (no gradient, no dropout): query [R, 1, d_model], each span of rows attending
+  // to its own keys and values; the query and output projections run once over all R rows.
+  Var attend_spans(Graph& g, const Var& query, const std::vector<AttentionSpan>& spans) const;
+
   // Linear::prepare_inference of the four projections.
   void prepare_inference(Backend& be, bool int8);
 
@@ -40,6 +56,9 @@ class MultiHeadAttention {
   int64_t d_model() const { return d_model_; }
 
  private:
+  Var context(Graph& g, const Var& q, const AttentionKV& kv, const Tensor& key_lengths,
+              bool causal) const;
+
   Linear q_proj_, k_proj_, v_proj_, out_proj_;
   int64_t d_model_ = 0;
   int heads_ = 1;

@@ -16,52 +16,68 @@ DecoderLayer::DecoderLayer(ParamScope scope, const DecoderLayerConfig& config)
 
 Var DecoderLayer::forward(Graph& g, const Var& x, const Var& memory,
                           const Tensor& memory_lengths) const {
-  auto self_kv = [&](const Var& h) { return self_attn_.project_kv(g, h); };
-  return run(g, x, self_kv, Tensor(), /*causal=*/true, project_memory(g, memory), memory_lengths,
-             1);
+  const AttentionKV memory_kv = project_memory(g, memory);
+  return run(
+      g, x,
+      [&](const Var& h) {
+        return self_attn_.attend(g, h, self_attn_.project_kv(g, h), Tensor(), /*causal=*/true);
+      },
+      [&](const Var& h) { return cross_attn_.attend(g, h, memory_kv, memory_lengths, false); });
 }
 
 AttentionKV DecoderLayer::project_memory(Graph& g, const Var& memory) const {
   return cross_attn_.project_kv(g, memory);
 }
 
-Var DecoderLayer::step(Graph& g, const Var& x, DecoderState& state, int layer) const {
+Var DecoderLayer::step(Graph& g, const Var& x, const std::vector<DecoderState*>& states,
+                       int layer) const {
   TX_CHECK(!g.grad_enabled(), "DecoderLayer::step is inference: turn gradients off (NoGradScope)");
-  TX_CHECK(x->value.ndim() == 3 && x->value.dim(0) == state.batch() && x->value.dim(1) == 1,
-           "DecoderLayer::step: x ", x->value.str(), " must be [", state.batch(), ", 1, ",
-           config_.d_model, "], one step of the state's batch");
-  auto self_kv = [&](const Var& h) { return state.append(layer, self_attn_.project_kv(g, h)); };
-  // Causal masking is not needed: the one query is the newest step, and the self lengths
+  int64_t rows = 0;
+  for (const DecoderState* state : states) rows += state->batch();
+  TX_CHECK(x->value.ndim() == 3 && x->value.dim(0) == rows && x->value.dim(1) == 1,
+           "DecoderLayer::step: x ", x->value.str(), " must be [", rows, ", 1, ", config_.d_model,
+           "], one step of the states' rows");
+  // Causal masking is not needed: each query is its row's newest step, and the self lengths
   // hide the cache slots not written yet.
-  return run(g, x, self_kv, state.self_lengths(), /*causal=*/false, state.memory(layer),
-             state.memory_lengths(), state.group());
+  auto self_attention = [&](const Var& h) {
+    const AttentionKV step = self_attn_.project_kv(g, h);  // [rows, heads, 1, d_head]
+    std::vector<AttentionSpan> spans;
+    int64_t first = 0;
+    for (DecoderState* state : states) {
+      const int64_t end = first + state->batch();
+      const AttentionKV cache =
+          state->append(layer, {make_var(step.keys->value.slice(first, end)),
+                                make_var(step.values->value.slice(first, end))});
+      spans.push_back({first, state->batch(), 1, cache, state->self_lengths()});
+      first = end;
+    }
+    return self_attn_.attend_spans(g, h, spans);
+  };
+  auto cross_attention = [&](const Var& h) {
+    std::vector<AttentionSpan> spans;
+    int64_t first = 0;
+    for (const DecoderState* state : states) {
+      spans.push_back(
+          {first, state->batch(), state->group(), state->memory(layer), state->memory_lengths()});
+      first += state->batch();
+    }
+    return cross_attn_.attend_spans(g, h, spans);
+  };
+  return run(g, x, self_attention, cross_attention);
 }
 
-Var DecoderLayer::run(Graph& g, const Var& x, const std::function<AttentionKV(const Var&)>& self_kv,
-                      const Tensor& self_lengths, bool causal, const AttentionKV& memory,
-                      const Tensor& memory_lengths, int64_t group) const {
+Var DecoderLayer::run(Graph& g, const Var& x, const Sublayer& self_attention,
+                      const Sublayer& cross_attention) const {
   const float p = config_.dropout;
-  // Cross-attention of `group` consecutive rows of one time step to one memory entry: those
-  // rows are that entry's queries, [entries, group, d_model] (DecoderState's beams).
-  auto cross = [&](const Var& h) {
-    if (group == 1) return cross_attn_.attend(g, h, memory, memory_lengths, false);
-    const Shape& shape = h->value.shape();
-    Var q = ops::reshape(g, h, {shape[0] / group, group * shape[1], shape[2]});
-    return ops::reshape(g, cross_attn_.attend(g, q, memory, memory_lengths, false), shape);
-  };
   if (config_.pre_norm) {
     // x = x + Dropout(Sublayer(LN(x))) for each sublayer.
-    Var h = self_attn_norm_.forward(g, x);
-    Var y = residual(g, x, self_attn_.attend(g, h, self_kv(h), self_lengths, causal), p);
-    h = cross_attn_norm_.forward(g, y);
-    y = residual(g, y, cross(h), p);
+    Var y = residual(g, x, self_attention(self_attn_norm_.forward(g, x)), p);
+    y = residual(g, y, cross_attention(cross_attn_norm_.forward(g, y)), p);
     return residual(g, y, ffn_.forward(g, ffn_norm_.forward(g, y)), p);
   }
   // Post-norm, as in the paper: x = LN(x + Dropout(Sublayer(x))).
-  Var attn = self_attn_.attend(g, x, self_kv(x), self_lengths, causal);
-  Var y = self_attn_norm_.forward(g, residual(g, x, attn, p));
-  attn = cross(y);
-  y = cross_attn_norm_.forward(g, residual(g, y, attn, p));
+  Var y = self_attn_norm_.forward(g, residual(g, x, self_attention(x), p));
+  y = cross_attn_norm_.forward(g, residual(g, y, cross_attention(y), p));
   return ffn_norm_.forward(g, residual(g, y, ffn_.forward(g, y), p));
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <vector>
 
 #include "graph/ops.h"
 #include "nn/attention.h"
@@ -37,20 +38,22 @@ class DecoderLayer {
   // The cross-attention keys and values of the encoder output, computed once per sentence.
   AttentionKV project_memory(Graph& g, const Var& memory) const;
 
-  // Incremental decoding, no gradient: x [B, 1, d_model] is step state.length(); its
-  // self-attention keys and values are appended to layer `layer` of state, whose cache it
-  // then attends to. The caller brackets the layers with state.begin_step()/end_step().
-  Var step(Graph& g, const Var& x, DecoderState& state, int layer) const;
+  // Incremental decoding, no gradient: x [B, 1, d_model] holds one step of each state's rows,
+  // the states' rows one after another (each state at its own length()). A row's
+  // self-attention keys and values are appended to layer `layer` of its state, whose cache
+  // and memory it then attends to; the linear layers run once over all rows. The caller
+  // brackets the layers with begin_step()/end_step() of every state.
+  Var step(Graph& g, const Var& x, const std::vector<DecoderState*>& states, int layer) const;
 
   const DecoderLayerConfig& config() const { return config_; }
 
  private:
-  // The three sublayers, with self_kv supplying the self-attention keys and values from the
-  // (normalised) layer input: projected in training, appended to the cache when decoding.
-  // group: rows per memory entry (DecoderState::group; 1 in training).
-  Var run(Graph& g, const Var& x, const std::function<AttentionKV(const Var&)>& self_kv,
-          const Tensor& self_lengths, bool causal, const AttentionKV& memory,
-          const Tensor& memory_lengths, int64_t group) const;
+  // The three sublayers, given the two attentions of a (normalised) layer input: over the
+  // whole target and memory in training, over the caches and the states' memories when
+  // decoding.
+  using Sublayer = std::function<Var(const Var&)>;
+  Var run(Graph& g, const Var& x, const Sublayer& self_attention,
+          const Sublayer& cross_attention) const;
 
   DecoderLayerConfig config_;
   MultiHeadAttention self_attn_;

@@ -115,20 +115,45 @@ Var Transformer::decode_step(Graph& g, DecoderState& state, const Tensor& tgt_id
                              int64_t step) const {
   TX_CHECK(step == state.length(), "Transformer::decode_step: step ", step, " but the state holds ",
            state.length(), " steps; steps go 0, 1, 2, ... in order");
-  TX_CHECK(tgt_ids.defined() && tgt_ids.shape() == (Shape{state.batch(), 1}),
-           "Transformer::decode_step: tgt_ids ", tgt_ids.str(), " must be i32 [", state.batch(),
-           ", 1]");
-  TX_CHECK(state.layers() == static_cast<int>(decoder_.size()),
-           "Transformer::decode_step: the state has ", state.layers(), " layers, the model ",
-           decoder_.size());
+  return decode_step(g, std::vector<DecoderState*>{&state}, tgt_ids);
+}
+
+Var Transformer::decode_step(Graph& g, const std::vector<DecoderState*>& states,
+                             const Tensor& tgt_ids) const {
+  int64_t rows = 0;
+  for (const DecoderState* state : states) {
+    rows += state->batch();
+    TX_CHECK(state->layers() == static_cast<int>(decoder_.size()),
+             "Transformer::decode_step: a state has ", state->layers(), " layers, the model ",
+             decoder_.size());
+  }
+  TX_CHECK(tgt_ids.defined() && tgt_ids.shape() == (Shape{rows, 1}),
+           "Transformer::decode_step: tgt_ids ", tgt_ids.str(), " must be i32 [", rows, ", 1]");
   NoGradScope no_grad(g);
   EvalScope eval(g);
-  Var x = embed(g, tgt_embed_, tgt_ids, step);
-  state.begin_step();
+  Var x = embed_step(g, tgt_ids, states);
+  for (DecoderState* state : states) state->begin_step();
   for (size_t i = 0; i < decoder_.size(); ++i)
-    x = decoder_[i].step(g, x, state, static_cast<int>(i));
-  state.end_step();
-  return ops::reshape(g, logits(g, x), {state.batch(), config_.tgt_vocab_size});
+    x = decoder_[i].step(g, x, states, static_cast<int>(i));
+  for (DecoderState* state : states) state->end_step();
+  return ops::reshape(g, logits(g, x), {rows, config_.tgt_vocab_size});
+}
+
+Var Transformer::embed_step(Graph& g, const Tensor& ids,
+                            const std::vector<DecoderState*>& states) const {
+  if (states.size() == 1) return embed(g, tgt_embed_, ids, states.front()->length());
+  // Each state's rows at its own position: the same arithmetic per row as embed() (no
+  // dropout: inference).
+  Var scaled = tgt_embed_.forward(g, ids);
+  Tensor out = g.alloc(scaled->value.shape());
+  int64_t first = 0;
+  for (const DecoderState* state : states) {
+    const int64_t end = first + state->batch();
+    g.backend().add_positions(scaled->value.slice(first, end), state->length(),
+                              out.slice(first, end));
+    first = end;
+  }
+  return make_var(out);
 }
 
 }  // namespace tx::nn

@@ -49,6 +49,11 @@ class Transformer {
   // tgt_ids i32 [B, 1]: the target input at position `step` (== state.length()); returns the
   // logits [B, tgt_vocab] of the next token, equal to decode()'s at that position.
   Var decode_step(Graph& g, DecoderState& state, const Tensor& tgt_ids, int64_t step) const;
+  // One step of several states decoded together (continuous batching: each at its own
+  // length()): tgt_ids i32 [R, 1] holds the states' rows one after another; returns their
+  // logits [R, tgt_vocab], each row equal to its state's decode_step alone (up to the GEMM's
+  // rounding for another row count). The linear layers run once over all R rows.
+  Var decode_step(Graph& g, const std::vector<DecoderState*>& states, const Tensor& tgt_ids) const;
 
   // Inference only from here on (tx-translate, tx-score): every linear layer of the encoder
   // and decoder and the projection to the vocabulary run on weights prepared once: with int8
@@ -65,6 +70,8 @@ class Transformer {
  private:
   // sqrt(d_model) * table[ids] + PE(start + t), then dropout (paper section 3.4-3.5, 5.4).
   Var embed(Graph& g, const Embedding& table, const Tensor& ids, int64_t start) const;
+  // embed() of one decoding step of `states`' rows, each state's at its own position.
+  Var embed_step(Graph& g, const Tensor& ids, const std::vector<DecoderState*>& states) const;
   // The final norm (pre-norm only) and the pre-softmax projection.
   Var logits(Graph& g, const Var& x) const;
 
