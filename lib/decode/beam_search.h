@@ -1,5 +1,5 @@
 // BeamSearch: batched beam search over a Transformer — the n best translations of each source
-// row of a SourceBatch.
+// sentence, for a SourceBatch or a stream of sentences.
 //
 // How sentences are searched (DESIGN.md, "Decoding"):
 // - Sentences join the search in cohorts (search_stream): the encoder runs once per cohort;
@@ -20,8 +20,8 @@
 //   the [R, V] scores). Only those 2 * beam values and ids are downloaded.
 // - On the host, a sentence takes candidates best first: one ending in eos becomes a finished
 //   hypothesis if it is among the best `beam` candidates (else it is dropped), any other
-//   continues, until `beam` continue. The state is reordered to the
-//   parents of the continuing rows. 2 * beam candidates always hold `beam` continuations,
+//   continues, until `beam` continue. The cohort's state is reordered to the parents of the
+//   continuing rows. 2 * beam candidates always hold `beam` continuations,
 //   since each row contributes at most one eos candidate.
 // - Stopping (fairseq's and CTranslate2's rule, not Marian's "best cannot improve"): a sentence
 //   is done once it has `beam` finished hypotheses, or at its maximum length, where only eos is
