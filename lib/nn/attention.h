@@ -56,8 +56,8 @@ class MultiHeadAttention {
   int64_t d_model() const { return d_model_; }
 
  private:
-  Var context(Graph& g, const Var& q, const AttentionKV& kv, const Tensor& key_lengths,
-              bool causal) const;
+  Var context(Graph& g, const Var& q, const AttentionKV& kv, const Tensor& key_lengths, bool causal,
+              const Tensor& into = Tensor()) const;
 
   Linear q_proj_, k_proj_, v_proj_, out_proj_;
   int64_t d_model_ = 0;
