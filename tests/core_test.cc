@@ -77,6 +77,12 @@ TEST_CASE("core Shape: numel, rows, cols, negative indices, str", "[core]") {
   CHECK(Shape{2, 3} == Shape{2, 3});
   CHECK(Shape{2, 3} != Shape{3, 2});
   CHECK(Shape(std::vector<int64_t>{1, 2}) == Shape{1, 2});
+  // Dimensions are held inline, up to kMaxDims; equality compares only the dimensions in use.
+  CHECK(Shape{2, 3} != Shape{2, 3, 1});
+  CHECK(Shape{} == Shape(std::vector<int64_t>{}));
+  CHECK(Shape{1, 2, 3, 4, 5, 6}.numel() == 720);
+  CHECK(Shape{1, 2, 3, 4, 5, 6}.dims() == std::vector<int64_t>{1, 2, 3, 4, 5, 6});
+  CHECK_THROWS_AS(Shape({1, 2, 3, 4, 5, 6, 7}), std::length_error);
 }
 
 // ---- Tensor -------------------------------------------------------------------------------------

@@ -244,6 +244,11 @@ TEST_CASE("io safetensors: a header that is not valid JSON or not the expected s
   CHECK_THAT(
       read_error(dir, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", "abcd"),
       Contains("not all non-negative integers"));
+  CHECK_THAT(read_error(dir,
+                        "{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1],"
+                        "\"data_offsets\":[0,4]}}",
+                        "abcd"),
+             Contains("tensor 'a' has shape [1,1,1,1,1,1,1]") && Contains("at most 6 dimensions"));
   CHECK_THAT(read_error(dir, "{\"__metadata__\":{\"k\":1}}", ""),
              Contains("'__metadata__' value for 'k' is not a string"));
   CHECK_THAT(read_error(dir,

@@ -1,8 +1,10 @@
 // Shape: the dimensions of a dense, row-major tensor.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -10,33 +12,46 @@ namespace tx {
 
 class Shape {
  public:
-  Shape() = default;
-  Shape(std::initializer_list<int64_t> dims) : dims_(dims) {}
-  explicit Shape(std::vector<int64_t> dims) : dims_(std::move(dims)) {}
+  // Dimensions held inline: every tensor, view and op output carries a Shape, and a heap
+  // vector per copy was a malloc and a free on every small decoding operator.
+  static constexpr int kMaxDims = 6;
 
-  int ndim() const { return static_cast<int>(dims_.size()); }
+  Shape() = default;
+  Shape(std::initializer_list<int64_t> dims) { assign(dims.begin(), dims.end()); }
+  explicit Shape(const std::vector<int64_t>& dims) {
+    assign(dims.data(), dims.data() + dims.size());
+  }
+
+  int ndim() const { return ndim_; }
   // Negative indices count from the end, as in numpy.
-  int64_t operator[](int i) const { return dims_[i < 0 ? i + ndim() : i]; }
+  int64_t operator[](int i) const { return dims_[i < 0 ? i + ndim_ : i]; }
   int64_t numel() const {
     int64_t n = 1;
-    for (int64_t d : dims_) n *= d;
+    for (int i = 0; i < ndim_; ++i) n *= dims_[i];
     return n;
   }
   // Product of all dimensions but the last: the row count of a [.., cols] view.
   int64_t rows() const {
     int64_t n = 1;
-    for (int i = 0; i + 1 < ndim(); ++i) n *= dims_[i];
+    for (int i = 0; i + 1 < ndim_; ++i) n *= dims_[i];
     return n;
   }
-  int64_t cols() const { return ndim() == 0 ? 1 : dims_.back(); }
-  const std::vector<int64_t>& dims() const { return dims_; }
+  int64_t cols() const { return ndim_ == 0 ? 1 : dims_[ndim_ - 1]; }
+  std::vector<int64_t> dims() const { return std::vector<int64_t>(begin(), end()); }
+  const int64_t* begin() const { return dims_.data(); }
+  const int64_t* end() const { return dims_.data() + ndim_; }
 
-  bool operator==(const Shape& o) const { return dims_ == o.dims_; }
-  bool operator!=(const Shape& o) const { return dims_ != o.dims_; }
+  bool operator==(const Shape& o) const {
+    if (ndim_ != o.ndim_) return false;
+    for (int i = 0; i < ndim_; ++i)
+      if (dims_[i] != o.dims_[i]) return false;
+    return true;
+  }
+  bool operator!=(const Shape& o) const { return !(*this == o); }
 
   std::string str() const {
     std::string s = "[";
-    for (size_t i = 0; i < dims_.size(); ++i) {
+    for (int i = 0; i < ndim_; ++i) {
       if (i) s += ", ";
       s += std::to_string(dims_[i]);
     }
@@ -44,7 +59,16 @@ class Shape {
   }
 
  private:
-  std::vector<int64_t> dims_;
+  void assign(const int64_t* first, const int64_t* last) {
+    if (last - first > kMaxDims)
+      throw std::length_error("Shape: " + std::to_string(last - first) + " dimensions, at most " +
+                              std::to_string(kMaxDims));
+    ndim_ = static_cast<int>(last - first);
+    for (int i = 0; i < ndim_; ++i) dims_[i] = first[i];
+  }
+
+  std::array<int64_t, kMaxDims> dims_{};
+  int ndim_ = 0;
 };
 
 }  // namespace tx

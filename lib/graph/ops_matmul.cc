@@ -111,8 +111,8 @@ Var matmul(Graph& g, const Var& a, bool trans_a, const Var& b, bool trans_b, flo
   const Tensor& bv = b->value;
   TX_CHECK(av.ndim() >= 2 && av.ndim() == bv.ndim(), "matmul: a ", av.str(), " and b ", bv.str(),
            " need the same number (>= 2) of dimensions");
-  std::vector<int64_t> lead_a(av.shape().dims().begin(), av.shape().dims().end() - 2);
-  std::vector<int64_t> lead_b(bv.shape().dims().begin(), bv.shape().dims().end() - 2);
+  std::vector<int64_t> lead_a(av.shape().begin(), av.shape().end() - 2);
+  std::vector<int64_t> lead_b(bv.shape().begin(), bv.shape().end() - 2);
   TX_CHECK(lead_a == lead_b, "matmul: batch dimensions of a ", av.str(), " and b ", bv.str(),
            " differ");
   const int64_t m = trans_a ? av.dim(-1) : av.dim(-2);

@@ -93,6 +93,9 @@ std::map<std::string, std::string> parse_metadata(const std::string& path, const
 uint64_t checked_bytes(const std::string& path, const std::string& name, const json& shape,
                        DType dtype, Shape* out) {
   if (!shape.is_array()) fail(path, "tensor '" + name + "' has a 'shape' that is not an array");
+  if (shape.size() > static_cast<size_t>(Shape::kMaxDims))
+    fail(path, "tensor '" + name + "' has shape " + shape.dump() + ": tx tensors have at most " +
+                   std::to_string(Shape::kMaxDims) + " dimensions");
   std::vector<int64_t> dims;
   uint64_t numel = 1;
   for (const json& d : shape) {
