@@ -120,6 +120,7 @@ Var Transformer::decode_step(Graph& g, DecoderState& state, const Tensor& tgt_id
 
 Var Transformer::decode_step(Graph& g, const std::vector<DecoderState*>& states,
                              const Tensor& tgt_ids) const {
+  TX_CHECK(!states.empty(), "Transformer::decode_step: no states to decode");
   int64_t rows = 0;
   for (const DecoderState* state : states) {
     rows += state->batch();
