@@ -36,6 +36,12 @@ struct SourceBatch {
   int64_t src_len = 0;
   std::vector<int32_t> src, src_lengths;
   std::vector<int64_t> indices;  // [B]: each row's 0-based line number in the input
+
+  // Row r's ids, eos included, without the padding.
+  std::vector<int32_t> row(int64_t r) const {
+    const auto first = src.begin() + r * src_len;
+    return std::vector<int32_t>(first, first + src_lengths[r]);
+  }
 };
 
 // Row widths of a pair, as a batch counts them.

@@ -97,10 +97,8 @@ std::vector<NBest> BeamSearch::search(const data::SourceBatch& batch) {
   int64_t r = 0;
   auto next = [&](SourceSentence& s) {
     if (r == batch.size) return false;
-    const auto row = batch.src.begin() + r * batch.src_len;
     s.index = r;
-    s.ids.assign(row, row + batch.src_lengths[r]);
-    ++r;
+    s.ids = batch.row(r++);
     return true;
   };
   search_stream(

@@ -38,9 +38,8 @@ std::function<bool(SourceSentence&)> sentences_of(
         empty(index);
         continue;
       }
-      const auto first = batch->src.begin() + r * batch->src_len;
       s.index = index;
-      s.ids.assign(first, first + batch->src_lengths[r]);
+      s.ids = batch->row(r);
       return true;
     }
   };
