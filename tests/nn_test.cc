@@ -5,6 +5,7 @@
 
 #include "backend/registry.h"
 #include "gradient_check.h"
+#include "nn/attention.h"
 #include "nn/encoder_layer.h"
 #include "support/backends.h"
 
@@ -368,6 +369,57 @@ TEMPLATE_TEST_CASE(
         tx::test::GradReport rep = gc.compare(nv.second);
         INFO(nv.first << ": " << rep.str());
         CHECK(rep.ok);
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE(
+    "multi-head attention project_step: the joined q|k|v projection gives each head of q, k and "
+    "v as plain loops do, f32 and int8",
+    "[nn][attention]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  tx::Rng rng(11);
+  ParameterSet params;
+  const int64_t R = 5, D = 16;
+  const int heads = 4, dh = D / heads;
+  tx::nn::MultiHeadAttention attn(ParamScope(*be, params, rng, "attn"), D, heads);
+  perturb_params(*be, params, rng);
+  const std::vector<float> xh = random_normal(rng, R * D);
+  const Var x = tx::make_var(be->upload(xh, {R, 1, D}));
+  Graph g(*be, GraphOptions{false, false});
+  auto p = [&](const std::string& n) {
+    return be->download<float>(params.get("attn." + n)->value);
+  };
+  const HostVec xd(xh.begin(), xh.end());
+  const HostVec want[3] = {host_linear(xd, R, p("q_proj.weight"), p("q_proj.bias"), D, D),
+                           host_linear(xd, R, p("k_proj.weight"), p("k_proj.bias"), D, D),
+                           host_linear(xd, R, p("v_proj.weight"), p("v_proj.bias"), D, D)};
+  // Before prepare_inference: the three projections; after: the joined one.
+  const tx::nn::StepProjection separate = attn.project_step(g, x);
+  for (int int8 = 0; int8 < 2; ++int8) {
+    DYNAMIC_SECTION((int8 ? "int8" : "f32")) {
+      attn.prepare_inference(*be, int8 != 0);
+      const tx::nn::StepProjection joined = attn.project_step(g, x);
+      const Var got[3] = {joined.queries, joined.kv.keys, joined.kv.values};
+      const Var before[3] = {separate.queries, separate.kv.keys, separate.kv.values};
+      for (int which = 0; which < 3; ++which) {
+        REQUIRE(got[which]->value.shape() == tx::Shape{R, heads, 1, dh});
+        const std::vector<float> v = be->download<float>(got[which]->value);
+        // int8: 8-bit activations and 7-bit weights, ~1% of each product.
+        const double margin = int8 ? 0.05 : 1e-5;
+        for (int64_t r = 0; r < R; ++r)
+          for (int h = 0; h < heads; ++h)
+            for (int e = 0; e < dh; ++e) {
+              INFO("part " << which << " row " << r << " head " << h << " element " << e);
+              CHECK(v[(r * heads + h) * dh + e] ==
+                    Approx(want[which][r * D + h * dh + e]).margin(margin));
+            }
+        if (!int8 && be->device().type == tx::DeviceType::cpu) {
+          // oneDNN's GEMM of the joined weight sums each product as the separate ones do (a
+          // property of its kernels at few rows, which decoding's outputs rely on here).
+          CHECK(v == be->download<float>(before[which]->value));
+        }
       }
     }
   }

@@ -17,6 +17,7 @@ MultiHeadAttention::MultiHeadAttention(ParamScope scope, int64_t d_model, int he
 
 void MultiHeadAttention::prepare_inference(Backend& be, bool int8) {
   for (Linear* proj : {&q_proj_, &k_proj_, &v_proj_, &out_proj_}) proj->prepare_inference(be, int8);
+  qkv_proj_ = Linear::concatenated(be, {&q_proj_, &k_proj_, &v_proj_}, int8);
 }
 
 Var MultiHeadAttention::forward(Graph& g, const Var& query, const Var& memory,
@@ -65,23 +66,56 @@ Var MultiHeadAttention::attend(Graph& g, const Var& query, const AttentionKV& kv
   return out_proj_.forward(g, merged);
 }
 
+StepProjection MultiHeadAttention::project_step(Graph& g, const Var& x) const {
+  if (!qkv_proj_.weight()) {
+    const AttentionKV kv = project_kv(g, x);
+    return {project_heads(g, q_proj_, x, heads_), kv};
+  }
+  const Shape& shape = x->value.shape();
+  TX_CHECK(shape.ndim() == 3 && shape[1] == 1 && shape[2] == d_model_, "project_step: x ",
+           shape.str(), " must be [rows, 1, ", d_model_, "]");
+  const int64_t rows = shape[0], d_head = d_model_ / heads_, pieces = 3 * heads_;
+  Var qkv = qkv_proj_.forward(g, x);  // [R, 1, 3 * d_model]: row r is q_r | k_r | v_r
+  // Seen as [R * 3 * heads, d_head], row r * 3 * heads + h is head h of q_r; k_r's and v_r's
+  // heads follow heads and 2 * heads rows later. With one query step a head split is such a
+  // row selection: [R, 1, heads * d_head] and [R, heads, 1, d_head] are the same layout.
+  std::vector<int32_t> pick(static_cast<size_t>(rows * heads_));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int h = 0; h < heads_; ++h) pick[r * heads_ + h] = static_cast<int32_t>(r * pieces + h);
+  Backend& be = g.backend();
+  const Tensor index = be.upload(pick, {rows * heads_});
+  const Tensor all = qkv->value.view({rows * pieces, d_head});
+  auto part = [&](int which) {
+    Tensor out = g.alloc({rows, heads_, 1, d_head});
+    be.gather_rows(all.slice(which * heads_, rows * pieces), index,
+                   out.view({rows * heads_, d_head}));
+    return make_var(out);
+  };
+  StepProjection p{part(0), {part(1), part(2)}};
+  ops::release(g, qkv);
+  return p;
+}
+
 Var MultiHeadAttention::attend_spans(Graph& g, const Var& query,
-                                     const std::vector<AttentionSpan>& spans) const {
+                                     const std::vector<AttentionSpan>& spans,
+                                     const Var& queries) const {
   TX_CHECK(!g.grad_enabled(), "MultiHeadAttention::attend_spans is inference: no gradients");
   const Shape& shape = query->value.shape();
   TX_CHECK(shape.ndim() == 3 && shape[1] == 1 && shape[2] == d_model_, "attend_spans: query ",
            shape.str(), " must be [rows, 1, ", d_model_, "]");
-  Var flat = q_proj_.forward(g, query);  // [R, 1, d_model]
   Tensor merged = g.alloc(shape);
   // With one row per entry everywhere (greedy search; every self-attention) the heads are
   // split and merged once for all rows, and each span works on slices: two operators per span
   // and attention fewer, of the ~36 a cohort adds to a decoding step.
   bool single_rows = true;
   for (const AttentionSpan& span : spans) single_rows &= span.group == 1;
-  Var q_all;
+  TX_CHECK(!queries || single_rows,
+           "attend_spans: projected queries need one row per key/value entry in every span");
+  Var flat = queries ? Var() : q_proj_.forward(g, query);  // [R, 1, d_model]
+  Var q_all = queries;
   Tensor ctx_all;
   if (single_rows) {
-    q_all = ops::split_heads(g, flat, heads_);  // [R, H, 1, dh]
+    if (!q_all) q_all = ops::split_heads(g, flat, heads_);  // [R, H, 1, dh]
     ctx_all = g.alloc(q_all->value.shape());
   }
   int64_t next = 0;

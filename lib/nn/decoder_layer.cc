@@ -40,18 +40,18 @@ Var DecoderLayer::step(Graph& g, const Var& x, const std::vector<DecoderState*>&
   // Causal masking is not needed: each query is its row's newest step, and the self lengths
   // hide the cache slots not written yet.
   auto self_attention = [&](const Var& h) {
-    const AttentionKV step = self_attn_.project_kv(g, h);  // [rows, heads, 1, d_head]
+    const StepProjection step = self_attn_.project_step(g, h);  // [rows, heads, 1, d_head]
     std::vector<AttentionSpan> spans;
     int64_t first = 0;
     for (DecoderState* state : states) {
       const int64_t end = first + state->batch();
       const AttentionKV cache =
-          state->append(layer, {make_var(step.keys->value.slice(first, end)),
-                                make_var(step.values->value.slice(first, end))});
+          state->append(layer, {make_var(step.kv.keys->value.slice(first, end)),
+                                make_var(step.kv.values->value.slice(first, end))});
       spans.push_back({first, state->batch(), 1, cache, state->self_lengths()});
       first = end;
     }
-    return self_attn_.attend_spans(g, h, spans);
+    return self_attn_.attend_spans(g, h, spans, step.queries);
   };
   auto cross_attention = [&](const Var& h) {
     std::vector<AttentionSpan> spans;

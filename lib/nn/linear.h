@@ -1,6 +1,8 @@
 // Linear: y = x W^T + b, W stored [out, in] (PyTorch/fairseq layout), Xavier-initialised.
 #pragma once
 
+#include <vector>
+
 #include "graph/ops.h"
 #include "nn/param_scope.h"
 
@@ -19,6 +21,11 @@ class Linear {
   void prepare_inference(Backend& be, bool int8) {
     prepared_ = ops::PreparedWeight::prepare(be, weight_->value, int8);
   }
+
+  // Inference: one layer whose output is the outputs of `parts` side by side (their weights'
+  // rows and biases concatenated, in order; all with a bias or none), prepared as above. One
+  // GEMM of N = sum of outs instead of one per part: the same products, fewer and larger calls.
+  static Linear concatenated(Backend& be, const std::vector<const Linear*>& parts, bool int8);
 
   const Var& weight() const { return weight_; }
   const Var& bias() const { return bias_; }  // null without bias
