@@ -6,16 +6,21 @@ on the source file at each (beam, batch) setting, one after the other in one run
 thread count, and prints sentences/s, target tokens/s (SentencePiece pieces, eos not counted),
 BLEU (sacreBLEU, cased, 13a) and how many lines are identical. Times include loading the model.
 
+With --rounds N each setting runs N times, tx and CTranslate2 alternating, and the figures are
+from each engine's median time (the ratio is the ratio of the medians; each round's ratio is
+printed too): on a shared machine one pair of runs can land in a neighbour's busy second.
+
 With --int8 it then times `tx-translate --int8` against CTranslate2 int8 (the same weights
 converted with quantization="int8") at each of --int8-settings, and prints each engine's BLEU
 change from its own float32 run at that setting.
 
 Usage: translate.py MODEL_DIR [--src F] [--ref F] [--threads 2] [--tx-bin build/apps/tx-translate]
-                    [--settings 5x32,5x1,1x32] [--int8 [--int8-settings 5x32]]
+                    [--settings 5x32,5x1,1x32] [--rounds 1] [--int8 [--int8-settings 5x32]]
 MODEL_DIR holds model.safetensors and vocab.spm, as tx-train writes them.
 """
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -89,6 +94,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--tx-bin", default=os.path.join(ROOT, "build", "apps", "tx-translate"))
     ap.add_argument("--settings", default="5x32,5x1,1x32", help="beam x batch, comma-separated")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="runs of each engine per setting, alternating; medians are reported")
     ap.add_argument("--int8", action="store_true", help="also time tx --int8 against CT2 int8")
     ap.add_argument("--int8-settings", default="5x32", help="beam x batch for --int8")
     args = ap.parse_args()
@@ -113,8 +120,13 @@ def main():
         print(f"output length limit for both engines: {limit} tokens")
 
         def compare(beam, batch, tx_name, tx_extra, ct_name, ct_model):
-            tx_out, tx_s = run_tx(args, model, vocab, args.src, beam, batch, limit, tx_extra)
-            ct_out, ct_s = run_ct2(args, ct_model, sp, src_lines, beam, batch, limit)
+            tx_times, ct_times = [], []
+            for _ in range(max(1, args.rounds)):
+                tx_out, secs = run_tx(args, model, vocab, args.src, beam, batch, limit, tx_extra)
+                tx_times.append(secs)
+                ct_out, secs = run_ct2(args, ct_model, sp, src_lines, beam, batch, limit)
+                ct_times.append(secs)
+            tx_s, ct_s = statistics.median(tx_times), statistics.median(ct_times)
             same = sum(a == b for a, b in zip(tx_out, ct_out))
             for name, out, secs in ((tx_name, tx_out, tx_s), (ct_name, ct_out, ct_s)):
                 toks = sum(len(sp.encode(x)) for x in out)
@@ -123,6 +135,9 @@ def main():
                 ratio = f"{ct_s / tx_s:8.2f}" if name == tx_name else ""
                 print(f"{name:<16}{beam:>5}{batch:>6}{len(out) / secs:>9.1f}{toks / secs:>9.0f}"
                       f"{bleu:>7.2f}{same:>6}/{len(out):<4}{ratio}")
+            if len(tx_times) > 1:
+                rounds = " ".join(f"{c / t:.2f}" for t, c in zip(tx_times, ct_times))
+                print(f"{'':<16}ct2 time / tx time by round: {rounds}")
 
         for setting in args.settings.split(","):
             beam, batch = (int(x) for x in setting.split("x"))
