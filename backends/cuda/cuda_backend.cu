@@ -85,6 +85,8 @@ const char* index_op_name(int32_t op) {
       return "cross_entropy";
     case kCrossEntropyBackward:
       return "cross_entropy_backward";
+    case kAttendCached:
+      return "attend_cached (rows)";
   }
   return "cuda operator";
 }

@@ -27,7 +27,8 @@ enum IndexOp : int32_t {
   kGatherRows = 1,
   kScatterAddRows = 2,
   kCrossEntropy = 3,
-  kCrossEntropyBackward = 4
+  kCrossEntropyBackward = 4,
+  kAttendCached = 5
 };
 
 class CudaBackend : public Backend {
@@ -67,6 +68,9 @@ class CudaBackend : public Backend {
                              const Tensor& dx) override;
   void split_heads_impl(const Tensor& x, int heads, const Tensor& y, bool accumulate) override;
   void merge_heads_impl(const Tensor& x, const Tensor& y, bool accumulate) override;
+  void attend_cached_impl(const Tensor& q, const Tensor& keys, const Tensor& values,
+                          const Tensor& rows, int64_t length, float scale,
+                          const Tensor& out) override;
   void log_softmax_impl(const Tensor& x, const Tensor& y) override;
   void log_softmax_backward_impl(const Tensor& y, const Tensor& dy, const Tensor& dx) override;
   void layer_norm_impl(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,

@@ -344,6 +344,27 @@ void Backend::softmax(const Tensor& x, float scale, const Tensor& key_lengths, b
   if (x.numel()) softmax_impl(x, scale, key_lengths, causal, y);
 }
 
+void Backend::attend_cached(const Tensor& q, const Tensor& keys, const Tensor& values,
+                            const Tensor& rows, int64_t length, float scale, const Tensor& out) {
+  f32_arg(*this, "attend_cached", "q", q);
+  f32_arg(*this, "attend_cached", "keys", keys);
+  f32_arg(*this, "attend_cached", "values", values);
+  f32_arg(*this, "attend_cached", "out", out);
+  i32_arg(*this, "attend_cached", "rows", rows);
+  TX_CHECK(q.ndim() == 3 && keys.ndim() == 4, "attend_cached: q ", q.shape().str(),
+           " must be [R, heads, d_head] and keys ", keys.shape().str(),
+           " [capacity, slots, heads, d_head]");
+  require_same_shape("attend_cached", "keys", keys, "values", values);
+  require_same_shape("attend_cached", "q", q, "out", out);
+  TX_CHECK(keys.dim(2) == q.dim(1) && keys.dim(3) == q.dim(2), "attend_cached: keys ",
+           keys.shape().str(), " must have q's heads and d_head (q ", q.shape().str(), ")");
+  TX_CHECK(rows.shape() == Shape({q.dim(0), keys.dim(0)}), "attend_cached: rows ",
+           rows.shape().str(), " must be [", q.dim(0), ", ", keys.dim(0), "] (R, capacity)");
+  TX_CHECK(length >= 1 && length <= keys.dim(0), "attend_cached: length ", length,
+           " must be in [1, capacity = ", keys.dim(0), "]");
+  if (q.numel()) attend_cached_impl(q, keys, values, rows, length, scale, out);
+}
+
 void Backend::softmax_backward(const Tensor& y, const Tensor& dy, float scale, const Tensor& dx) {
   f32_arg(*this, "softmax_backward", "y", y);
   f32_arg(*this, "softmax_backward", "dy", dy);

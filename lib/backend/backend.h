@@ -117,6 +117,16 @@ class Backend {
   // [B, heads, T, d_head] -> [B, T, heads * d_head], y = (accumulate ? y : 0) + merge(x).
   void merge_heads(const Tensor& x, const Tensor& y, bool accumulate = false);
 
+  // One decoding step's attention over a cache whose time slots hold the keys and values that
+  // step wrote, reached through each row's ancestry, so that a beam reorder copies no cache:
+  // q [R, heads, d_head]; keys and values [capacity, slots, heads, d_head] (time slot t holds
+  // the rows decoded at step t); rows i32 [R, capacity]: row r's ancestor at step t is slot
+  // rows[r, t] (read for t < length only, each in [0, slots)); out [R, heads, d_head] =
+  // softmax_t(scale * q[r, h] . keys[t, rows[r, t], h]) @ values[t, rows[r, t], h] over
+  // t < length (1 <= length <= capacity).
+  void attend_cached(const Tensor& q, const Tensor& keys, const Tensor& values, const Tensor& rows,
+                     int64_t length, float scale, const Tensor& out);
+
   // ---- normalisation and losses --------------------------------------------------------------
   void log_softmax(const Tensor& x, const Tensor& y);  // along the last dim
   // dx += dy - exp(y) * sum(dy), y the forward output.
@@ -243,6 +253,9 @@ class Backend {
                                      const Tensor& dx) = 0;
   virtual void split_heads_impl(const Tensor& x, int heads, const Tensor& y, bool accumulate) = 0;
   virtual void merge_heads_impl(const Tensor& x, const Tensor& y, bool accumulate) = 0;
+  virtual void attend_cached_impl(const Tensor& q, const Tensor& keys, const Tensor& values,
+                                  const Tensor& rows, int64_t length, float scale,
+                                  const Tensor& out) = 0;
   virtual void log_softmax_impl(const Tensor& x, const Tensor& y) = 0;
   virtual void log_softmax_backward_impl(const Tensor& y, const Tensor& dy, const Tensor& dx) = 0;
   virtual void layer_norm_impl(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,

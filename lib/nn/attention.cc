@@ -125,6 +125,16 @@ Var MultiHeadAttention::attend_spans(Graph& g, const Var& query,
         "attend_spans: span of rows ", span.first, " + ", span.rows, " (groups of ", span.group,
         ") does not continue the spans before it within ", shape[0], " rows");
     next += span.rows;
+    if (span.cache.rows.defined()) {
+      TX_CHECK(single_rows, "attend_spans: a cached span needs one row per entry");
+      const int64_t d_head = d_model_ / heads_;
+      const Shape rows{span.rows, heads_, d_head};
+      g.backend().attend_cached(q_all->value.slice(span.first, next).view(rows), span.cache.keys,
+                                span.cache.values, span.cache.rows, span.cache.length,
+                                1.0f / std::sqrt(static_cast<float>(d_head)),
+                                ctx_all.slice(span.first, next).view(rows));
+      continue;
+    }
     if (single_rows) {
       context(g, make_var(q_all->value.slice(span.first, next)), span.kv, span.key_lengths, false,
               ctx_all.slice(span.first, next));

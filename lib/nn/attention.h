@@ -19,6 +19,14 @@ struct AttentionKV {
   Var values;
 };
 
+// A decoding step's self-attention cache (DecoderState): keys and values [capacity, slots,
+// heads, d_head] read through rows i32 [R, capacity] (each row's slot per step), the first
+// `length` steps visible (Backend::attend_cached).
+struct CachedKV {
+  Tensor keys, values, rows;
+  int64_t length = 0;
+};
+
 // Rows first .. first + rows of a decoding step's query that attend to their own keys and
 // values: one DecoderState of several decoded together. Each `group` consecutive rows share
 // one entry of kv (a sentence's beams), whose keys at positions >= key_lengths[entry] are
@@ -27,6 +35,7 @@ struct AttentionSpan {
   int64_t first = 0, rows = 0, group = 1;
   AttentionKV kv;
   Tensor key_lengths;
+  CachedKV cache;  // instead of kv and key_lengths: a self-attention cache (group 1)
 };
 
 // One decoding step's self-attention queries, keys and values, each [rows, heads, 1, d_head].

@@ -45,10 +45,10 @@ Var DecoderLayer::step(Graph& g, const Var& x, const std::vector<DecoderState*>&
     int64_t first = 0;
     for (DecoderState* state : states) {
       const int64_t end = first + state->batch();
-      const AttentionKV cache =
-          state->append(layer, {make_var(step.kv.keys->value.slice(first, end)),
-                                make_var(step.kv.values->value.slice(first, end))});
-      spans.push_back({first, state->batch(), 1, cache, state->self_lengths()});
+      AttentionSpan span{first, state->batch(), 1, {}, Tensor(), {}};
+      span.cache = state->append(layer, {make_var(step.kv.keys->value.slice(first, end)),
+                                         make_var(step.kv.values->value.slice(first, end))});
+      spans.push_back(span);
       first = end;
     }
     return self_attn_.attend_spans(g, h, spans, step.queries);

@@ -1,5 +1,6 @@
 #include "nn/decoder_state.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace tx::nn {
@@ -19,39 +20,33 @@ DecoderState::DecoderState(Backend& be, std::vector<AttentionKV> memory, Tensor 
   batch_ = k.dim(0);
   heads_ = k.dim(1);
   d_head_ = k.dim(3);
-  capacity_ = capacity;
-  for (size_t i = 0; i < memory_.size(); ++i) {
-    keys_.push_back(be.zeros({batch_, heads_, capacity_, d_head_}));
-    values_.push_back(be.zeros({batch_, heads_, capacity_, d_head_}));
-  }
+  slots_ = batch_;
+  grow(capacity, slots_);
 }
 
 void DecoderState::begin_step() {
   TX_CHECK(!in_step_, "DecoderState: begin_step twice without end_step");
-  if (length_ == capacity_) grow(2 * capacity_);
-  std::vector<int32_t> slots(static_cast<size_t>(batch_ * heads_));
-  for (int64_t bh = 0; bh < batch_ * heads_; ++bh)
-    slots[bh] = static_cast<int32_t>(bh * capacity_ + length_);
-  slots_ = be_->upload(slots, {batch_ * heads_});
-  self_lengths_ = be_->empty({batch_}, DType::i32);
-  be_->fill(self_lengths_, static_cast<float>(length_ + 1));
+  if (length_ == capacity_) grow(2 * capacity_, slots_);
+  for (int64_t r = 0; r < batch_; ++r) ancestry_[r * capacity_ + length_] = static_cast<int32_t>(r);
+  rows_ = be_->upload(ancestry_, {batch_, capacity_});
   in_step_ = true;
 }
 
-AttentionKV DecoderState::append(int layer, const AttentionKV& step) {
+CachedKV DecoderState::append(int layer, const AttentionKV& step) {
   TX_CHECK(in_step_, "DecoderState::append outside begin_step/end_step");
   TX_CHECK(layer >= 0 && layer < layers(), "DecoderState::append: layer ", layer, " of ", layers());
   const Shape want{batch_, heads_, 1, d_head_};
   TX_CHECK(step.keys->value.shape() == want && step.values->value.shape() == want,
            "DecoderState::append: step keys ", step.keys->value.str(), " and values ",
            step.values->value.str(), " must be ", want.str());
-  // The slot is still zero (slots are written once, in order), so adding writes it exactly.
-  const Shape rows{batch_ * heads_ * capacity_, d_head_};
-  be_->scatter_add_rows(step.keys->value.view({batch_ * heads_, d_head_}), slots_,
-                        keys_[layer].view(rows));
-  be_->scatter_add_rows(step.values->value.view({batch_ * heads_, d_head_}), slots_,
-                        values_[layer].view(rows));
-  return {make_var(keys_[layer]), make_var(values_[layer])};
+  // Time slot length() as [slots, heads * d_head] rows: the step's rows go to its first batch_.
+  const Shape rows{capacity_ * slots_, heads_ * d_head_};
+  const int64_t first = length_ * slots_;
+  be_->copy(step.keys->value.view({batch_, heads_ * d_head_}),
+            keys_[layer].view(rows).slice(first, first + batch_));
+  be_->copy(step.values->value.view({batch_, heads_ * d_head_}),
+            values_[layer].view(rows).slice(first, first + batch_));
+  return {keys_[layer], values_[layer], rows_, length_ + 1};
 }
 
 void DecoderState::end_step() {
@@ -60,22 +55,42 @@ void DecoderState::end_step() {
   ++length_;
 }
 
-void DecoderState::grow(int64_t capacity) {
-  // Row (bh, t) of the old cache moves to row (bh, t) of the new one.
-  std::vector<int32_t> moves(static_cast<size_t>(batch_ * heads_ * capacity_));
-  for (int64_t bh = 0; bh < batch_ * heads_; ++bh)
-    for (int64_t t = 0; t < capacity_; ++t)
-      moves[bh * capacity_ + t] = static_cast<int32_t>(bh * capacity + t);
-  Tensor index = be_->upload(moves, {static_cast<int64_t>(moves.size())});
+void DecoderState::grow(int64_t capacity, int64_t slots) {
+  std::vector<int32_t> ancestry(static_cast<size_t>(batch_ * capacity), 0);
+  for (int64_t r = 0; r < batch_; ++r)
+    std::copy_n(ancestry_.begin() + r * capacity_, length_, ancestry.begin() + r * capacity);
+  ancestry_ = std::move(ancestry);
+  // Written rows (t, s) of the old cache, seen as [capacity * slots, heads * d_head], move to
+  // row (t, s) of the new one; with the same slots that is its first length_ * slots rows.
+  const int64_t row = heads_ * d_head_;
+  Tensor moves;
+  if (slots != slots_ && length_ > 0) {
+    std::vector<int32_t> to(static_cast<size_t>(length_ * slots_));
+    for (int64_t t = 0; t < length_; ++t)
+      for (int64_t s = 0; s < slots_; ++s) to[t * slots_ + s] = static_cast<int32_t>(t * slots + s);
+    moves = be_->upload(to, {length_ * slots_});
+  }
   auto regrow = [&](Tensor& cache) {
-    Tensor bigger = be_->zeros({batch_, heads_, capacity, d_head_});
-    be_->scatter_add_rows(cache.view({batch_ * heads_ * capacity_, d_head_}), index,
-                          bigger.view({batch_ * heads_ * capacity, d_head_}));
+    Tensor bigger = slots == slots_ ? be_->empty({capacity, slots, heads_, d_head_})
+                                    : be_->zeros({capacity, slots, heads_, d_head_});
+    if (length_ > 0) {
+      const Tensor written = cache.view({capacity_ * slots_, row}).slice(0, length_ * slots_);
+      Tensor into = bigger.view({capacity * slots, row});
+      if (moves.defined())
+        be_->scatter_add_rows(written, moves, into);
+      else
+        be_->copy(written, into.slice(0, length_ * slots_));
+    }
     cache = bigger;
   };
+  if (keys_.empty()) {
+    keys_.resize(memory_.size());
+    values_.resize(memory_.size());
+  }
   for (Tensor& k : keys_) regrow(k);
   for (Tensor& v : values_) regrow(v);
   capacity_ = capacity;
+  slots_ = slots;
 }
 
 namespace {
@@ -124,9 +139,10 @@ void DecoderState::reorder(const std::vector<int32_t>& rows) {
              " at position ", r, " is outside the batch of ", batch_, " rows");
     entry[r] = static_cast<int32_t>(rows[r] / group_);
   }
-  const Tensor index = be_->upload(rows, {count});
-  for (Tensor& k : keys_) k = gather_batch(*be_, k, batch_, index);
-  for (Tensor& v : values_) v = gather_batch(*be_, v, batch_, index);
+  std::vector<int32_t> ancestry(static_cast<size_t>(count * capacity_), 0);
+  for (int64_t r = 0; r < count; ++r)
+    std::copy_n(ancestry_.begin() + rows[r] * capacity_, length_, ancestry.begin() + r * capacity_);
+  ancestry_ = std::move(ancestry);
 
   int64_t group = 1;
   const std::vector<int32_t> entries = regroup(entry, &group);
@@ -148,6 +164,7 @@ void DecoderState::reorder(const std::vector<int32_t>& rows) {
   }
   batch_ = count;
   group_ = group;
+  if (count > slots_) grow(capacity_, count);
 }
 
 }  // namespace tx::nn
