@@ -62,6 +62,8 @@ class CpuBackend : public Backend {
   void attend_cached_impl(const Tensor& q, const Tensor& keys, const Tensor& values,
                           const Tensor& rows, int64_t length, float scale,
                           const Tensor& out) override;
+  void attend_memory_impl(const Tensor& q, const Tensor& keys, const Tensor& values,
+                          const Tensor& lengths, float scale, const Tensor& out) override;
   void log_softmax_impl(const Tensor& x, const Tensor& y) override;
   void log_softmax_backward_impl(const Tensor& y, const Tensor& dy, const Tensor& dx) override;
   void layer_norm_impl(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,

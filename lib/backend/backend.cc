@@ -365,6 +365,27 @@ void Backend::attend_cached(const Tensor& q, const Tensor& keys, const Tensor& v
   if (q.numel()) attend_cached_impl(q, keys, values, rows, length, scale, out);
 }
 
+void Backend::attend_memory(const Tensor& q, const Tensor& keys, const Tensor& values,
+                            const Tensor& lengths, float scale, const Tensor& out) {
+  f32_arg(*this, "attend_memory", "q", q);
+  f32_arg(*this, "attend_memory", "keys", keys);
+  f32_arg(*this, "attend_memory", "values", values);
+  f32_arg(*this, "attend_memory", "out", out);
+  i32_arg(*this, "attend_memory", "lengths", lengths);
+  TX_CHECK(q.ndim() == 3 && keys.ndim() == 4, "attend_memory: q ", q.shape().str(),
+           " must be [R, heads, d_head] and keys ", keys.shape().str(),
+           " [entries, heads, time, d_head]");
+  require_same_shape("attend_memory", "keys", keys, "values", values);
+  require_same_shape("attend_memory", "q", q, "out", out);
+  TX_CHECK(keys.dim(1) == q.dim(1) && keys.dim(3) == q.dim(2), "attend_memory: keys ",
+           keys.shape().str(), " must have q's heads and d_head (q ", q.shape().str(), ")");
+  TX_CHECK(keys.dim(0) > 0 && q.dim(0) % keys.dim(0) == 0, "attend_memory: q's ", q.dim(0),
+           " rows must be a multiple of the ", keys.dim(0), " memory entries");
+  TX_CHECK(lengths.shape() == Shape({keys.dim(0)}), "attend_memory: lengths ",
+           lengths.shape().str(), " must be [", keys.dim(0), "], one per memory entry");
+  if (q.numel()) attend_memory_impl(q, keys, values, lengths, scale, out);
+}
+
 void Backend::softmax_backward(const Tensor& y, const Tensor& dy, float scale, const Tensor& dx) {
   f32_arg(*this, "softmax_backward", "y", y);
   f32_arg(*this, "softmax_backward", "dy", dy);

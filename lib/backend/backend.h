@@ -127,6 +127,13 @@ class Backend {
   void attend_cached(const Tensor& q, const Tensor& keys, const Tensor& values, const Tensor& rows,
                      int64_t length, float scale, const Tensor& out);
 
+  // The same for cross-attention: row r of q [R, heads, d_head] attends to entry r / (R / E)
+  // of keys and values [E, heads, S, d_head] (R a multiple of E: a sentence's beams share its
+  // entry), keys s >= lengths[e] (i32 [E]) being padding; out [R, heads, d_head]. A row with
+  // no visible key gets 0, as softmax gives.
+  void attend_memory(const Tensor& q, const Tensor& keys, const Tensor& values,
+                     const Tensor& lengths, float scale, const Tensor& out);
+
   // ---- normalisation and losses --------------------------------------------------------------
   void log_softmax(const Tensor& x, const Tensor& y);  // along the last dim
   // dx += dy - exp(y) * sum(dy), y the forward output.
@@ -256,6 +263,8 @@ class Backend {
   virtual void attend_cached_impl(const Tensor& q, const Tensor& keys, const Tensor& values,
                                   const Tensor& rows, int64_t length, float scale,
                                   const Tensor& out) = 0;
+  virtual void attend_memory_impl(const Tensor& q, const Tensor& keys, const Tensor& values,
+                                  const Tensor& lengths, float scale, const Tensor& out) = 0;
   virtual void log_softmax_impl(const Tensor& x, const Tensor& y) = 0;
   virtual void log_softmax_backward_impl(const Tensor& y, const Tensor& dy, const Tensor& dx) = 0;
   virtual void layer_norm_impl(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,

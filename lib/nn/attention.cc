@@ -39,22 +39,16 @@ AttentionKV MultiHeadAttention::project_kv(Graph& g, const Var& memory) const {
   return {project_heads(g, k_proj_, memory, heads_), project_heads(g, v_proj_, memory, heads_)};
 }
 
-// softmax(q k^T / sqrt(d_head)) v for q [B, H, Tq, dh] and kv [B, H, Tk, dh]: [B, H, Tq, dh],
-// written into `into` when given (inference: no tape).
+// softmax(q k^T / sqrt(d_head)) v for q [B, H, Tq, dh] and kv [B, H, Tk, dh]: [B, H, Tq, dh].
 Var MultiHeadAttention::context(Graph& g, const Var& q, const AttentionKV& kv,
-                                const Tensor& key_lengths, bool causal, const Tensor& into) const {
+                                const Tensor& key_lengths, bool causal) const {
   Var scores = ops::matmul(g, q, false, kv.keys, true);  // [B, H, Tq, Tk]
   // The 1/sqrt(d_head) scale is fused into the softmax.
   const float scale = 1.0f / std::sqrt(static_cast<float>(d_model_ / heads_));
   Var probs = ops::softmax(g, scores, scale, key_lengths, causal);
   ops::release(g, scores);
   probs = ops::dropout(g, probs, attention_dropout_);
-  if (!into.defined()) return ops::matmul(g, probs, false, kv.values, false);
-  const Shape& p = probs->value.shape();  // [B, H, Tq, Tk]
-  const int64_t batch = p[0] * p[1], tq = p[2], tk = p[3], dh = kv.values->value.dim(3);
-  g.backend().gemm(probs->value.view({batch, tq, tk}), false,
-                   kv.values->value.view({batch, tk, dh}), false, into.view({batch, tq, dh}));
-  return make_var(into);
+  return ops::matmul(g, probs, false, kv.values, false);
 }
 
 Var MultiHeadAttention::attend(Graph& g, const Var& query, const AttentionKV& kv,
@@ -103,51 +97,38 @@ Var MultiHeadAttention::attend_spans(Graph& g, const Var& query,
   const Shape& shape = query->value.shape();
   TX_CHECK(shape.ndim() == 3 && shape[1] == 1 && shape[2] == d_model_, "attend_spans: query ",
            shape.str(), " must be [rows, 1, ", d_model_, "]");
-  Tensor merged = g.alloc(shape);
-  // With one row per entry everywhere (greedy search; every self-attention) the heads are
-  // split and merged once for all rows, and each span works on slices: two operators per span
-  // and attention fewer, of the ~36 a cohort adds to a decoding step.
-  bool single_rows = true;
-  for (const AttentionSpan& span : spans) single_rows &= span.group == 1;
-  TX_CHECK(!queries || single_rows,
-           "attend_spans: projected queries need one row per key/value entry in every span");
-  Var flat = queries ? Var() : q_proj_.forward(g, query);  // [R, 1, d_model]
-  Var q_all = queries;
-  Tensor ctx_all;
-  if (single_rows) {
-    if (!q_all) q_all = ops::split_heads(g, flat, heads_);  // [R, H, 1, dh]
-    ctx_all = g.alloc(q_all->value.shape());
-  }
+  const int64_t rows = shape[0], d_head = d_model_ / heads_;
+  // One query step: [R, 1, heads * d_head] and [R, heads, 1, d_head] are the same layout, so
+  // the queries and the output need no head split or merge, and each span is one operator.
+  const Var q = queries ? queries : q_proj_.forward(g, query);
+  TX_CHECK(q->value.numel() == rows * d_model_, "attend_spans: queries ", q->value.str(),
+           " must be [", rows, ", ", heads_, ", 1, ", d_head, "]");
+  const Tensor q_heads = q->value.view({rows, heads_, d_head});
+  const Tensor merged = g.alloc(shape);
+  const Tensor out_heads = merged.view({rows, heads_, d_head});
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d_head));
+  Backend& be = g.backend();
   int64_t next = 0;
   for (const AttentionSpan& span : spans) {
-    TX_CHECK(
-        span.first == next && span.rows % span.group == 0 && span.first + span.rows <= shape[0],
-        "attend_spans: span of rows ", span.first, " + ", span.rows, " (groups of ", span.group,
-        ") does not continue the spans before it within ", shape[0], " rows");
+    TX_CHECK(span.first == next && span.rows % span.group == 0 && span.first + span.rows <= rows,
+             "attend_spans: span of rows ", span.first, " + ", span.rows, " (groups of ",
+             span.group, ") does not continue the spans before it within ", rows, " rows");
     next += span.rows;
+    const Tensor q_span = q_heads.slice(span.first, next);
+    const Tensor out_span = out_heads.slice(span.first, next);
     if (span.cache.rows.defined()) {
-      TX_CHECK(single_rows, "attend_spans: a cached span needs one row per entry");
-      const int64_t d_head = d_model_ / heads_;
-      const Shape rows{span.rows, heads_, d_head};
-      g.backend().attend_cached(q_all->value.slice(span.first, next).view(rows), span.cache.keys,
-                                span.cache.values, span.cache.rows, span.cache.length,
-                                1.0f / std::sqrt(static_cast<float>(d_head)),
-                                ctx_all.slice(span.first, next).view(rows));
+      TX_CHECK(span.group == 1, "attend_spans: a cached span has one row per entry");
+      be.attend_cached(q_span, span.cache.keys, span.cache.values, span.cache.rows,
+                       span.cache.length, scale, out_span);
       continue;
     }
-    if (single_rows) {
-      context(g, make_var(q_all->value.slice(span.first, next)), span.kv, span.key_lengths, false,
-              ctx_all.slice(span.first, next));
-      continue;
-    }
-    // A span's groups of rows are its entries' queries: [entries, group, d_model].
-    const Shape rows{span.rows / span.group, span.group, d_model_};
-    Var q = ops::split_heads(g, make_var(flat->value.slice(span.first, next).view(rows)), heads_);
-    Var ctx = context(g, q, span.kv, span.key_lengths, false);
-    g.backend().merge_heads(ctx->value, merged.slice(span.first, next).view(rows));
+    TX_CHECK(span.kv.keys->value.dim(0) * span.group == span.rows, "attend_spans: ", span.rows,
+             " rows in groups of ", span.group, " do not match the ", span.kv.keys->value.dim(0),
+             " memory entries");
+    be.attend_memory(q_span, span.kv.keys->value, span.kv.values->value, span.key_lengths, scale,
+                     out_span);
   }
-  TX_CHECK(next == shape[0], "attend_spans: the spans cover ", next, " of ", shape[0], " rows");
-  if (single_rows) g.backend().merge_heads(ctx_all, merged);
+  TX_CHECK(next == rows, "attend_spans: the spans cover ", next, " of ", rows, " rows");
   return out_proj_.forward(g, make_var(merged));
 }
 

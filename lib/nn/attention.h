@@ -61,9 +61,9 @@ class MultiHeadAttention {
              bool causal) const;
 
   // Inference (no gradient, no dropout): query [R, 1, d_model], each span of rows attending
-  // to its own keys and values; the query and output projections run once over all R rows.
-  // queries: the query already projected and split into heads [R, heads, 1, d_head]
-  // (project_step's); then every span must have group 1.
+  // to its own keys and values (Backend::attend_memory) or cache (Backend::attend_cached); the
+  // query and output projections run once over all R rows. queries: the query already
+  // projected, [R, heads, 1, d_head] (project_step's).
   Var attend_spans(Graph& g, const Var& query, const std::vector<AttentionSpan>& spans,
                    const Var& queries = nullptr) const;
 
@@ -80,8 +80,8 @@ class MultiHeadAttention {
   int64_t d_model() const { return d_model_; }
 
  private:
-  Var context(Graph& g, const Var& q, const AttentionKV& kv, const Tensor& key_lengths, bool causal,
-              const Tensor& into = Tensor()) const;
+  Var context(Graph& g, const Var& q, const AttentionKV& kv, const Tensor& key_lengths,
+              bool causal) const;
 
   Linear q_proj_, k_proj_, v_proj_, out_proj_;
   Linear qkv_proj_;  // q_proj_ | k_proj_ | v_proj_, from prepare_inference on

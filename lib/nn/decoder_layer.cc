@@ -57,8 +57,12 @@ Var DecoderLayer::step(Graph& g, const Var& x, const std::vector<DecoderState*>&
     std::vector<AttentionSpan> spans;
     int64_t first = 0;
     for (const DecoderState* state : states) {
-      spans.push_back(
-          {first, state->batch(), state->group(), state->memory(layer), state->memory_lengths()});
+      spans.push_back({first,
+                       state->batch(),
+                       state->group(),
+                       state->memory(layer),
+                       state->memory_lengths(),
+                       {}});
       first += state->batch();
     }
     return cross_attn_.attend_spans(g, h, spans);
