@@ -5,9 +5,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 
-#include "vector_exp.h"
+#include "row_math.h"
 
 namespace tx::cpu {
 
@@ -30,13 +29,7 @@ void attend_row(const float* q, int64_t d_head, int64_t length, float scale, Key
     for (int64_t e = 0; e < d_head; ++e) s += q[e] * k[e];
     p[t] = s;
   }
-  float max = -std::numeric_limits<float>::infinity();
-  for (int64_t t = 0; t < length; ++t) max = std::max(max, p[t] * scale);
-  exp_affine(p, scale, max, p, length);
-  float total = 0.0f;
-  for (int64_t t = 0; t < length; ++t) total += p[t];
-  const float inv = length > 0 ? 1.0f / total : 0.0f;
-  for (int64_t t = 0; t < length; ++t) p[t] *= inv;
+  scaled_softmax(p, scale, length, p);
   std::fill(out, out + d_head, 0.0f);
   for (int64_t t = 0; t < length; ++t) {
     if (t + kAhead < length) prefetch(value_at(t + kAhead));

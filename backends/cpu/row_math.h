@@ -31,4 +31,15 @@ inline float log_sum_exp(const float* x, int64_t n) {
   return max + std::log(total);
 }
 
+// out[j] = softmax(scale * x)[j] for j < n (out may be x); nothing written when n == 0.
+inline void scaled_softmax(const float* x, float scale, int64_t n, float* out) {
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j) max = std::max(max, x[j] * scale);
+  exp_affine(x, scale, max, out, n);
+  float total = 0.0f;
+  for (int64_t j = 0; j < n; ++j) total += out[j];
+  const float inv = 1.0f / total;
+  for (int64_t j = 0; j < n; ++j) out[j] *= inv;
+}
+
 }  // namespace tx::cpu

@@ -26,13 +26,7 @@ void CpuBackend::softmax_impl(const Tensor& x, float scale, const Tensor& key_le
     const int64_t visible = math::visible_keys(r % tq, tq, tk, length, causal);
     const float* in = px + r * tk;
     float* out = py + r * tk;
-    float max = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < visible; ++j) max = std::max(max, in[j] * scale);
-    exp_affine(in, scale, max, out, visible);
-    float total = 0.0f;
-    for (int64_t j = 0; j < visible; ++j) total += out[j];
-    const float inv = visible > 0 ? 1.0f / total : 0.0f;
-    for (int64_t j = 0; j < visible; ++j) out[j] *= inv;
+    scaled_softmax(in, scale, visible, out);
     for (int64_t j = visible; j < tk; ++j) out[j] = 0.0f;
   }
 }
