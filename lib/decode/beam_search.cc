@@ -182,9 +182,9 @@ BeamSearch::Cohort BeamSearch::start(Graph& g, std::vector<SourceSentence> sente
   }
   const Tensor src_lengths = be_.upload(lengths, {B});
   Var memory = model_.encode(g, be_.upload(src, {B, S}), src_lengths);
-  // The cache doubles when full. Every step's reorder copies the whole capacity and attention
-  // runs over it, so a small start keeps both near the length decoded so far: at most twice
-  // it, for one extra copy per doubling.
+  // The cache doubles when full (one copy of the steps written; reorders copy none and
+  // attention reads only those steps), so a small start keeps its memory near the length
+  // decoded so far: at most twice it.
   c.state = model_.start_decoding(g, memory, src_lengths, std::min<int64_t>(steps, kFirstCapacity));
   return c;
 }
