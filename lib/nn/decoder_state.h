@@ -3,9 +3,9 @@
 // self-attention keys and values.
 //
 // Rows and memory: the batch rows come in groups of group() consecutive rows that share one
-// memory entry (row r reads entry r / group()): a sentence's beams. Cross-attention then runs
-// per entry with the group's rows as its queries ([entries, group, d_model]), so the memory is
-// never copied per beam, and a reorder moves it only when sentences leave or change places.
+// memory entry (row r reads entry r / group()): a sentence's beams. Cross-attention reads each
+// row's entry in place (Backend::attend_memory), so the memory is never copied per beam, and a
+// reorder moves it only when sentences leave or change places.
 //
 // Cache layout: time-major, [capacity, slots, heads, d_head] per layer: time slot t holds the
 // keys and values of the rows decoded at step t, row r in slot r. Each row keeps its ancestry,
@@ -58,10 +58,10 @@ class DecoderState {
   // reorder after each step to the surviving hypotheses' parents; repeat rows to fan a
   // sentence out into beams; leave rows out when hypotheses finish. The ancestry is gathered
   // (the caches grow by slots when there are more rows than ever before); the memory is
-  // regrouped: the largest group size whose blocks of new rows
-  // each read one memory entry is kept, and the memory is gathered only when those entries
-  // are not the current ones in order (sentences left, or rows moved across sentences). Rows
-  // that all stay in place (0, 1, ..., batch() - 1) copy nothing.
+  // regrouped: the largest group size whose blocks of new rows each read one memory entry is
+  // kept, and the memory is gathered only when those entries are not the current ones in
+  // order (sentences left, or rows moved across sentences). Rows that all stay in place
+  // (0, 1, ..., batch() - 1) copy nothing.
   void reorder(const std::vector<int32_t>& rows);
 
  private:
