@@ -70,22 +70,21 @@ StepProjection MultiHeadAttention::project_step(Graph& g, const Var& x) const {
            shape.str(), " must be [rows, 1, ", d_model_, "]");
   const int64_t rows = shape[0], d_head = d_model_ / heads_, pieces = 3 * heads_;
   Var qkv = qkv_proj_.forward(g, x);  // [R, 1, 3 * d_model]: row r is q_r | k_r | v_r
-  // Seen as [R * 3 * heads, d_head], row r * 3 * heads + h is head h of q_r; k_r's and v_r's
-  // heads follow heads and 2 * heads rows later. With one query step a head split is such a
-  // row selection: [R, 1, heads * d_head] and [R, heads, 1, d_head] are the same layout.
-  std::vector<int32_t> pick(static_cast<size_t>(rows * heads_));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int h = 0; h < heads_; ++h) pick[r * heads_ + h] = static_cast<int32_t>(r * pieces + h);
+  // Seen as [R * 3 * heads, d_head], row (r * 3 + part) * heads + h is head h of part
+  // (q, k, v) of row r. With one query step a head split is such a row selection
+  // ([R, 1, heads * d_head] and [R, heads, 1, d_head] are the same layout): one gather puts
+  // the three parts one after another, [3, R, heads, 1, d_head].
+  std::vector<int32_t> pick(static_cast<size_t>(3 * rows * heads_));
+  for (int part = 0; part < 3; ++part)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int h = 0; h < heads_; ++h)
+        pick[(part * rows + r) * heads_ + h] = static_cast<int32_t>((r * 3 + part) * heads_ + h);
   Backend& be = g.backend();
-  const Tensor index = be.upload(pick, {rows * heads_});
-  const Tensor all = qkv->value.view({rows * pieces, d_head});
-  auto part = [&](int which) {
-    Tensor out = g.alloc({rows, heads_, 1, d_head});
-    be.gather_rows(all.slice(which * heads_, rows * pieces), index,
-                   out.view({rows * heads_, d_head}));
-    return make_var(out);
-  };
-  StepProjection p{part(0), {part(1), part(2)}};
+  const Tensor parts = g.alloc({3 * rows, heads_, 1, d_head});
+  be.gather_rows(qkv->value.view({rows * pieces, d_head}), be.upload(pick, {3 * rows * heads_}),
+                 parts.view({3 * rows * heads_, d_head}));
+  auto third = [&](int which) { return make_var(parts.slice(which * rows, (which + 1) * rows)); };
+  StepProjection p{third(0), {third(1), third(2)}};
   ops::release(g, qkv);
   return p;
 }

@@ -37,8 +37,8 @@ Var DecoderLayer::step(Graph& g, const Var& x, const std::vector<DecoderState*>&
   TX_CHECK(x->value.ndim() == 3 && x->value.dim(0) == rows && x->value.dim(1) == 1,
            "DecoderLayer::step: x ", x->value.str(), " must be [", rows, ", 1, ", config_.d_model,
            "], one step of the states' rows");
-  // Causal masking is not needed: each query is its row's newest step, and the self lengths
-  // hide the cache slots not written yet.
+  // Causal masking is not needed: each query is its row's newest step, and attend_cached reads
+  // only the steps written so far.
   auto self_attention = [&](const Var& h) {
     const StepProjection step = self_attn_.project_step(g, h);  // [rows, heads, 1, d_head]
     std::vector<AttentionSpan> spans;
