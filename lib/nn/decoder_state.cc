@@ -6,7 +6,7 @@
 namespace tx::nn {
 
 DecoderState::DecoderState(Backend& be, std::vector<AttentionKV> memory, Tensor memory_lengths,
-                           int64_t capacity)
+                           int64_t capacity, int64_t slots)
     : be_(&be), memory_(std::move(memory)), memory_lengths_(std::move(memory_lengths)) {
   TX_CHECK(!memory_.empty(),
            "DecoderState: needs the memory keys and values of at least one layer");
@@ -14,13 +14,14 @@ DecoderState::DecoderState(Backend& be, std::vector<AttentionKV> memory, Tensor 
   TX_CHECK(k.ndim() == 4, "DecoderState: memory keys ", k.str(),
            " must be [batch, heads, time, d_head]");
   TX_CHECK(capacity >= 1, "DecoderState: capacity ", capacity, " must be at least 1");
+  TX_CHECK(slots >= 0, "DecoderState: slots ", slots, " must not be negative");
   TX_CHECK(memory_lengths_.defined() && memory_lengths_.dtype() == DType::i32 &&
                memory_lengths_.shape() == Shape{k.dim(0)},
            "DecoderState: memory_lengths ", memory_lengths_.str(), " must be i32 [", k.dim(0), "]");
   batch_ = k.dim(0);
   heads_ = k.dim(1);
   d_head_ = k.dim(3);
-  slots_ = batch_;
+  slots_ = std::max(batch_, slots);
   grow(capacity, slots_);
 }
 

@@ -16,7 +16,8 @@
 // of before copied in full each step: 6% of a beam 5 x 32 run). A slot stays allocated until
 // the state ends, whether a row still reads it or not; `slots` is the most rows the state has
 // had. When a step finds the cache full, the capacity doubles (one copy of the written part),
-// so the first capacity is a hint.
+// and more rows than slots add slots (a copy too), so the first capacity and slots are hints:
+// beam search gives the longest output and the rows after the fan-out, and never copies.
 #pragma once
 
 #include <vector>
@@ -30,14 +31,16 @@ class DecoderState {
  public:
   DecoderState() = default;
   // memory: each decoder layer's cross-attention keys and values [B, heads, S, d_head];
-  // memory_lengths i32 [B]: the source lengths. capacity: steps to preallocate (>= 1).
+  // memory_lengths i32 [B]: the source lengths. capacity: steps to preallocate (>= 1); slots:
+  // rows to preallocate (at least B).
   DecoderState(Backend& be, std::vector<AttentionKV> memory, Tensor memory_lengths,
-               int64_t capacity);
+               int64_t capacity, int64_t slots = 0);
 
   int64_t batch() const { return batch_; }
   int64_t group() const { return group_; }    // rows per memory entry; batch() = entries * group()
   int64_t length() const { return length_; }  // steps decoded so far
   int64_t capacity() const { return capacity_; }
+  int64_t slots() const { return slots_; }  // rows the caches hold (>= batch())
   int layers() const { return static_cast<int>(memory_.size()); }
 
   // Layer `layer`'s memory keys and values [batch() / group(), heads, S, d_head].

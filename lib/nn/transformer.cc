@@ -104,11 +104,11 @@ Var Transformer::decode(Graph& g, const Var& memory, const Tensor& src_lengths,
 }
 
 DecoderState Transformer::start_decoding(Graph& g, const Var& memory, const Tensor& src_lengths,
-                                         int64_t capacity) const {
+                                         int64_t capacity, int64_t slots) const {
   NoGradScope no_grad(g);
   std::vector<AttentionKV> kv;
   for (const DecoderLayer& layer : decoder_) kv.push_back(layer.project_memory(g, memory));
-  return DecoderState(g.backend(), std::move(kv), src_lengths, capacity);
+  return DecoderState(g.backend(), std::move(kv), src_lengths, capacity, slots);
 }
 
 Var Transformer::decode_step(Graph& g, DecoderState& state, const Tensor& tgt_ids,

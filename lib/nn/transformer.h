@@ -43,9 +43,10 @@ class Transformer {
 
   // Incremental decoding (inference: no gradient, no dropout). start_decoding computes each
   // decoder layer's cross-attention keys and values of the memory once and preallocates
-  // `capacity` steps of self-attention cache (it doubles when exceeded).
+  // `capacity` steps of self-attention cache for `slots` rows (at least the batch; both grow
+  // when exceeded, DecoderState).
   DecoderState start_decoding(Graph& g, const Var& memory, const Tensor& src_lengths,
-                              int64_t capacity = 64) const;
+                              int64_t capacity = 64, int64_t slots = 0) const;
   // tgt_ids i32 [B, 1]: the target input at position `step` (== state.length()); returns the
   // logits [B, tgt_vocab] of the next token, equal to decode()'s at that position.
   Var decode_step(Graph& g, DecoderState& state, const Tensor& tgt_ids, int64_t step) const;
