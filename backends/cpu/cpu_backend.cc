@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -49,7 +50,22 @@ void CpuBackend::copy_to_host_impl(const Tensor& src, void* dst) {
 }
 
 void CpuBackend::copy_impl(const Tensor& src, const Tensor& dst) {
-  std::memmove(dst.raw(), src.raw(), src.nbytes());
+  const auto* from = static_cast<const char*>(src.raw());
+  auto* to = static_cast<char*>(dst.raw());
+  const auto bytes = static_cast<int64_t>(src.nbytes());
+  // Apart and large (a decoding step's keys and values into their caches): each thread copies
+  // its share, else the other threads wait through a serial copy.
+  if (bytes < kCopyGrainBytes || (from < to + bytes && to < from + bytes)) {
+    std::memmove(to, from, static_cast<size_t>(bytes));
+    return;
+  }
+#pragma omp parallel
+  {
+    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t share = (bytes / threads + 63) / 64 * 64;
+    const int64_t begin = std::min(bytes, t * share), end = std::min(bytes, begin + share);
+    if (begin < end) std::memcpy(to + begin, from + begin, static_cast<size_t>(end - begin));
+  }
 }
 
 void CpuBackend::fill_impl(const Tensor& x, float value) {

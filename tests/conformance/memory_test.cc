@@ -74,6 +74,16 @@ TEMPLATE_TEST_CASE("memory: copy, copy_from_host, copy_to_host", "[memory]", TX_
   be->copy(a, a);  // same memory: a no-op
   TX_CHECK_OK(compare_exact(fetch(*be, a), x));
 
+  // Large enough for the CPU to split the copy between threads (an odd size: the shares'
+  // ends), into a slice at an offset.
+  const int64_t n = 3 * 20011;
+  std::vector<float> y = random_vector(n, 6);
+  Tensor src = be->upload(y, {3, 20011}), dst = be->zeros({4, 20011});
+  be->copy(src, dst.slice(1, 4));
+  std::vector<float> want(20011, 0.0f);
+  want.insert(want.end(), y.begin(), y.end());
+  TX_CHECK_OK(compare_exact(fetch(*be, dst), want));
+
   // Raw bytes of a 16-bit tensor.
   std::vector<uint16_t> bits = {0x3c00, 0x8001, 0x7bff, 0xfc00, 0x1234};
   Tensor h = be->empty({5}, DType::f16), h2 = be->empty({5}, DType::f16);
