@@ -98,6 +98,11 @@ class CpuBackend : public Backend {
   std::shared_ptr<Allocator> allocator_;
   std::unique_ptr<GemmCache> gemm_;
   std::vector<uint8_t> i8_shifted_;  // gemm_i8's activations as u8
+  // add_positions' sinusoids, rows [0, positions_.size() / positions_width_) of width d_model:
+  // a decoding step adds one position per state, and computing its d_model sin/cos/pow in
+  // double each time took ~1% of a greedy run, on the caller's thread alone.
+  std::vector<float> positions_;
+  int64_t positions_width_ = 0;
 };
 
 }  // namespace tx::cpu

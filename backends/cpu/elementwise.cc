@@ -110,11 +110,32 @@ void CpuBackend::dropout_backward_impl(const Tensor& dy, float p, uint64_t seed,
 
 void CpuBackend::add_positions_impl(const Tensor& x, int64_t start, const Tensor& y) {
   const int64_t batch = x.dim(0), time = x.dim(1), d_model = x.dim(2);
-  // One [time, d_model] table per call (math::sinusoid works in double).
-  std::vector<float> table(time * d_model);
-  for (int64_t t = 0; t < time; ++t)
-    for (int64_t i = 0; i < d_model; ++i)
-      table[t * d_model + i] = math::sinusoid(start + t, i, d_model);
+  // math::sinusoid works in double. Positions up to kKeptPositions are computed once and kept
+  // (grown by doubling); beyond, each call computes its own rows.
+  constexpr int64_t kKeptPositions = 1 << 14;
+  std::vector<float> own;
+  const float* table = nullptr;
+  if (start + time <= kKeptPositions) {
+    if (positions_width_ != d_model) {
+      positions_.clear();
+      positions_width_ = d_model;
+    }
+    const auto known = static_cast<int64_t>(positions_.size()) / d_model;
+    if (known < start + time) {
+      const int64_t rows = std::min(kKeptPositions, std::max(start + time, 2 * known));
+      positions_.resize(static_cast<size_t>(rows * d_model));
+      for (int64_t t = known; t < rows; ++t)
+        for (int64_t i = 0; i < d_model; ++i)
+          positions_[t * d_model + i] = math::sinusoid(t, i, d_model);
+    }
+    table = positions_.data() + start * d_model;
+  } else {
+    own.resize(static_cast<size_t>(time * d_model));
+    for (int64_t t = 0; t < time; ++t)
+      for (int64_t i = 0; i < d_model; ++i)
+        own[t * d_model + i] = math::sinusoid(start + t, i, d_model);
+    table = own.data();
+  }
   const float* px = x.data<float>();
   float* py = y.data<float>();
   const int64_t row = time * d_model;
