@@ -36,6 +36,8 @@ tx::decode::TranslatorOptions translator_options(const Options& o) {
   tx::decode::TranslatorOptions t;
   t.search.beam_size = static_cast<int>(o.integer("beam-size"));
   t.search.n_best = static_cast<int>(o.integer("n-best"));
+  // Only the n-best format prints scores; greedy search then skips the log-softmax.
+  t.search.scores = t.search.n_best > 1;
   t.search.length_penalty = static_cast<float>(o.number("normalize"));
   t.search.max_length_a = static_cast<float>(o.number("max-length-factor"));
   t.search.max_length_b = static_cast<int>(o.integer("max-length-b"));

@@ -205,34 +205,47 @@ TEMPLATE_TEST_CASE("decode beam search: beam 1 is the greedy loop over the full 
                    "[decode]", TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);
   TinyModel m(*be, 11);
-  BeamSearchOptions o;
-  o.beam_size = 1;
-  o.max_length_a = 1.0f;
-  o.max_length_b = 2;
-  const std::vector<NBest> found = BeamSearch(*be, m.model, o).search(source_batch(kSources));
-  REQUIRE(found.size() == kSources.size());
-  for (size_t s = 0; s < kSources.size(); ++s) {
-    INFO("sentence " << s);
-    const size_t max_len = kSources[s].size() + 2;
-    Ids y;
-    double log_prob = 0;
-    for (;;) {
-      // The distribution after y is the last position of the full forward of [bos] + y.
-      const std::vector<double> lp = forward_log_probs(*be, m.model, kSources[s], {y})[0].back();
-      int32_t best = -1;
-      for (int32_t w = 0; w < kVocab; ++w) {
-        if (w == Vocab::kPadId || w == Vocab::kBosId) continue;
-        if (y.size() == max_len && w != kEos) continue;
-        if (best < 0 || lp[w] > lp[best]) best = w;
+  for (const int min_len : {0, 2}) {
+    INFO("min_length " << min_len);
+    BeamSearchOptions o;
+    o.beam_size = 1;
+    o.max_length_a = 1.0f;
+    o.max_length_b = 2;
+    o.min_length = min_len;
+    const std::vector<NBest> found = BeamSearch(*be, m.model, o).search(source_batch(kSources));
+    REQUIRE(found.size() == kSources.size());
+    // Without scores: the largest masked logit of each row, the same picks, NaN scores.
+    o.scores = false;
+    const std::vector<NBest> unscored = BeamSearch(*be, m.model, o).search(source_batch(kSources));
+    REQUIRE(unscored.size() == kSources.size());
+    for (size_t s = 0; s < kSources.size(); ++s) {
+      INFO("sentence " << s);
+      const size_t max_len = kSources[s].size() + 2;
+      Ids y;
+      double log_prob = 0;
+      for (;;) {
+        // The distribution after y is the last position of the full forward of [bos] + y.
+        const std::vector<double> lp = forward_log_probs(*be, m.model, kSources[s], {y})[0].back();
+        int32_t best = -1;
+        for (int32_t w = 0; w < kVocab; ++w) {
+          if (w == Vocab::kPadId || w == Vocab::kBosId) continue;
+          if (y.size() == max_len && w != kEos) continue;
+          if (static_cast<int>(y.size()) < min_len && w == kEos) continue;
+          if (best < 0 || lp[w] > lp[best]) best = w;
+        }
+        log_prob += lp[best];
+        if (best == kEos) break;
+        y.push_back(best);
       }
-      log_prob += lp[best];
-      if (best == kEos) break;
-      y.push_back(best);
+      REQUIRE(found[s].size() == 1);
+      CHECK(found[s][0].ids == y);
+      CHECK(found[s][0].log_prob == Approx(log_prob).margin(1e-4));
+      CHECK(found[s][0].score == Approx(normalised(log_prob, y.size(), 1.0f)).margin(1e-4));
+      REQUIRE(unscored[s].size() == 1);
+      CHECK(unscored[s][0].ids == y);
+      CHECK(std::isnan(unscored[s][0].log_prob));
+      CHECK(std::isnan(unscored[s][0].score));
     }
-    REQUIRE(found[s].size() == 1);
-    CHECK(found[s][0].ids == y);
-    CHECK(found[s][0].log_prob == Approx(log_prob).margin(1e-4));
-    CHECK(found[s][0].score == Approx(normalised(log_prob, y.size(), 1.0f)).margin(1e-4));
   }
 }
 

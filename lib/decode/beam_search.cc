@@ -4,6 +4,7 @@
 #include <cmath>
 #include <deque>
 #include <iterator>
+#include <limits>
 
 #include "core/error.h"
 #include "data/vocab.h"
@@ -219,6 +220,7 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
   for (const Cohort& c : cohorts)
     uniform &=
         width_of(c) == width_of(cohorts.front()) && eos_allowed(c) == eos_allowed(cohorts.front());
+  const bool log_probs = options_.scores || beam > 1;
   std::vector<float> scores, top_values;
   std::vector<int32_t> top_ids;
   for (const Cohort& c : cohorts)
@@ -227,8 +229,15 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
   auto best = [&](int64_t first, int64_t count, int64_t sentences, int32_t width, bool eos) {
     const int top = static_cast<int>(std::min<int64_t>(K, width * V));
     Tensor values = be_.empty({sentences, top}), ids = be_.empty({sentences, top}, DType::i32);
-    be_.beam_top_k(logits->value.slice(first, first + count), eos ? mask_ : mask_no_eos_,
-                   offsets.slice(first, first + count), width, top, values, ids);
+    const Tensor rows_logits = logits->value.slice(first, first + count);
+    if (log_probs) {
+      be_.beam_top_k(rows_logits, eos ? mask_ : mask_no_eos_, offsets.slice(first, first + count),
+                     width, top, values, ids);
+    } else {
+      // Greedy without scores (width 1): the mask added in place, then each row's best.
+      be_.add_bias(rows_logits, eos ? mask_ : mask_no_eos_, rows_logits);
+      be_.top_k(rows_logits, top, values, ids);
+    }
     const std::vector<float> v = be_.download<float>(values);
     const std::vector<int32_t> i = be_.download<int32_t>(ids);
     top_values.insert(top_values.end(), v.begin(), v.end());
@@ -266,7 +275,8 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
     bool at_limit = false;
     for (int64_t k : c.active) at_limit |= t >= c.sentences[k].max_length;
     if (at_limit) {
-      be_.log_softmax(lp, lp);
+      // Without scores the logits are already masked and only eos's deadness matters.
+      if (log_probs) be_.log_softmax(lp, lp);
       std::vector<int32_t> eos_index(static_cast<size_t>(R));
       for (int64_t r = 0; r < R; ++r) eos_index[r] = static_cast<int32_t>(r * V + Vocab::kEosId);
       Tensor picked = be_.empty({R, 1});
@@ -283,6 +293,7 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
       auto finish = [&](int32_t row, float score) {
         if (static_cast<int>(s.finished.size()) >= beam) return;
         const std::vector<int32_t>& h = c.rows[row].ids;
+        if (!log_probs) score = std::numeric_limits<float>::quiet_NaN();
         s.finished.push_back({h, score, normalise(score, h.size() + 1, options_.length_penalty)});
       };
       const bool was_done = s.done;

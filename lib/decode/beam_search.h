@@ -56,6 +56,12 @@ struct BeamSearchOptions {
   // fairseq's --lenpen). 0 ranks by total log-prob; 1 by log-prob per token.
   float length_penalty = 1.0f;
   bool allow_unk = true;  // false: unk is never produced
+  // false, with beam_size 1: greedy search picks each row's largest logit (after the mask) and
+  // skips the log-softmax over the vocabulary, as CTranslate2's greedy search without
+  // return_scores; the hypotheses' log_prob and score are then NaN. The picks are those of the
+  // log-probs except where two logits a rounding apart tie after it. Ignored with a beam,
+  // whose search needs the scores.
+  bool scores = true;
   // false keeps done sentences' rows in the batch (scored as dead) until all are done: the
   // same results, more work; for tests and benchmarks of batch shrinking.
   bool shrink_batch = true;
