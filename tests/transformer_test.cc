@@ -620,28 +620,22 @@ TEMPLATE_TEST_CASE(
   }
   SECTION("fan-out after the first step into preallocated slots, as beam search does") {
     // One row per sentence decodes step 0; the fan-out then fills the slots given at the start
-    // (no reallocation), each beam continuing from its sentence's step-0 keys and values.
+    // (no reallocation), each beam continuing from its sentence's step-0 keys and values. With
+    // a hint below the batch, the state starts with a slot per row and the fan-out adds slots.
     const std::vector<int32_t> fan = {0, 0, 1, 1, 2, 2};
-    DecoderState state = start(b, b.T, 6);
-    CHECK(state.slots() == 6);
-    std::vector<std::vector<float>> first, later;
-    decode_steps(*be, g, model, state, b.tgt_in, b.T, 1, first);
-    state.reorder(fan);
-    CHECK(state.slots() == 6);
-    CHECK(state.capacity() == b.T);
-    decode_steps(*be, g, model, state, after(fan), b.T, b.T - 1, later);
-    CHECK(state.capacity() == b.T);
-    check_steps_match(first, 0, full, {0, 1, 2}, b.T, V);
-    check_steps_match(later, 1, full, fan, b.T, V);
-    // Fewer slots than rows add slots at the fan-out: the same logits.
-    DecoderState small = start(b, b.T, 2);
-    CHECK(small.slots() == 3);
-    std::vector<std::vector<float>> small_first, small_later;
-    decode_steps(*be, g, model, small, b.tgt_in, b.T, 1, small_first);
-    small.reorder(fan);
-    CHECK(small.slots() == 6);
-    decode_steps(*be, g, model, small, after(fan), b.T, b.T - 1, small_later);
-    check_steps_match(small_later, 1, full, fan, b.T, V);
+    for (const int64_t hint : {6, 2}) {
+      INFO("slots hint " << hint);
+      DecoderState state = start(b, b.T, hint);
+      CHECK(state.slots() == std::max<int64_t>(hint, b.B));
+      std::vector<std::vector<float>> first, later;
+      decode_steps(*be, g, model, state, b.tgt_in, b.T, 1, first);
+      state.reorder(fan);
+      CHECK(state.slots() == 6);
+      decode_steps(*be, g, model, state, after(fan), b.T, b.T - 1, later);
+      CHECK(state.capacity() == b.T);
+      check_steps_match(first, 0, full, {0, 1, 2}, b.T, V);
+      check_steps_match(later, 1, full, fan, b.T, V);
+    }
   }
   SECTION("within sentences: the caches move, the memory stays where it is") {
     // Beams of one sentence with different histories: after the fan-out, row i reads the
