@@ -241,6 +241,37 @@ TEMPLATE_TEST_CASE("decoder layer: position t does not see later target position
   }
 }
 
+TEMPLATE_TEST_CASE(
+    "decoder layer: inference (fused bias-relu and residual-norm) equals the recorded forward, "
+    "bit for bit",
+    "[nn][decoder]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  for (const bool pre_norm : {false, true}) {
+    INFO("pre_norm " << pre_norm);
+    tx::Rng rng(13);
+    ParameterSet params;
+    DecoderLayerConfig cfg = small_layer_config();
+    cfg.pre_norm = pre_norm;
+    DecoderLayer layer(ParamScope(*be, params, rng, "dec"), cfg);
+    perturb_params(*be, params, rng);
+    const int64_t B = 2, T = 4, S = 5, D = cfg.d_model;
+    Tensor lengths = be->upload(std::vector<int32_t>{5, 3}, {B});
+    const std::vector<float> xh = random_normal(rng, B * T * D);
+    Var mem = tx::make_var(be->upload(random_normal(rng, B * S * D), {B, S, D}));
+    // Recorded (gradients on, not training): add_bias, relu, add and layer_norm one by one.
+    Graph recorded(*be, GraphOptions{true, false});
+    Var x = tx::make_var(be->upload(xh, {B, T, D}), true);
+    const std::vector<float> want =
+        be->download<float>(layer.forward(recorded, x, mem, lengths)->value);
+    CHECK(recorded.tape_size() > 0);
+    Graph inference(*be, GraphOptions{false, false});
+    const std::vector<float> got = be->download<float>(
+        layer.forward(inference, tx::make_var(be->upload(xh, {B, T, D})), mem, lengths)->value);
+    REQUIRE(got.size() == want.size());
+    CHECK(got == want);
+  }
+}
+
 // ---- the whole model ----------------------------------------------------------------------
 
 TEMPLATE_TEST_CASE("transformer: parameter names and counts for each tied-embeddings mode",

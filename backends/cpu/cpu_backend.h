@@ -42,6 +42,7 @@ class CpuBackend : public Backend {
   // parallel region (oneDNN splits the layout among the threads it was packed with).
   static bool packed_usable(const PackedWeight& p);
   void add_bias_impl(const Tensor& x, const Tensor& bias, const Tensor& y) override;
+  void add_bias_relu_impl(const Tensor& x, const Tensor& bias, const Tensor& y) override;
   void add_impl(const Tensor& a, const Tensor& b, const Tensor& y) override;
   void axpy_impl(float alpha, const Tensor& x, const Tensor& y) override;
   void scale_impl(const Tensor& x, float alpha, const Tensor& y) override;
@@ -68,6 +69,8 @@ class CpuBackend : public Backend {
   void log_softmax_backward_impl(const Tensor& y, const Tensor& dy, const Tensor& dx) override;
   void layer_norm_impl(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                        const Tensor& y, const Tensor& mean, const Tensor& rstd) override;
+  void residual_layer_norm_impl(const Tensor& x, const Tensor& sublayer, const Tensor& gamma,
+                                const Tensor& beta, float eps, const Tensor& y) override;
   void layer_norm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                 const Tensor& mean, const Tensor& rstd, const Tensor& dx,
                                 const Tensor& dgamma, const Tensor& dbeta) override;

@@ -21,6 +21,21 @@ void CpuBackend::add_bias_impl(const Tensor& x, const Tensor& bias, const Tensor
   }
 }
 
+void CpuBackend::add_bias_relu_impl(const Tensor& x, const Tensor& bias, const Tensor& y) {
+  const int64_t rows = x.shape().rows(), cols = x.shape().cols();
+  const float* px = x.data<float>();
+  const float* pb = bias.data<float>();
+  float* py = y.data<float>();
+#pragma omp parallel for if (parallel_rows(rows, cols))
+  for (int64_t r = 0; r < rows; ++r) {
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) {
+      const float v = px[r * cols + c] + pb[c];  // add_bias's sum, then relu_impl's select
+      py[r * cols + c] = v > 0.0f ? v : 0.0f;
+    }
+  }
+}
+
 void CpuBackend::add_impl(const Tensor& a, const Tensor& b, const Tensor& y) {
   const int64_t n = a.numel();
   const float* pa = a.data<float>();

@@ -10,6 +10,28 @@
 
 namespace tx::cpu {
 
+namespace {
+
+// One row of layer_norm: out may be in (each element is read before it is written).
+void normalize_row(const float* in, const float* gamma, const float* beta, float eps, int64_t d,
+                   float* out, float* mean, float* rstd) {
+  // Two passes: the one-pass E[x^2] - E[x]^2 cancels catastrophically for large means.
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < d; ++j) sum += in[j];
+  const float mu = sum / static_cast<float>(d);
+  float sq = 0.0f;
+#pragma omp simd reduction(+ : sq)
+  for (int64_t j = 0; j < d; ++j) sq += (in[j] - mu) * (in[j] - mu);
+  const float rs = math::layer_norm_rstd(sq, d, eps);
+#pragma omp simd
+  for (int64_t j = 0; j < d; ++j) out[j] = math::layer_norm_apply(in[j], mu, rs, gamma[j], beta[j]);
+  *mean = mu;
+  *rstd = rs;
+}
+
+}  // namespace
+
 void CpuBackend::layer_norm_impl(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                  float eps, const Tensor& y, const Tensor& mean,
                                  const Tensor& rstd) {
@@ -21,22 +43,27 @@ void CpuBackend::layer_norm_impl(const Tensor& x, const Tensor& gamma, const Ten
   float* pm = mean.data<float>();
   float* ps = rstd.data<float>();
 #pragma omp parallel for if (parallel_rows(rows, d))
+  for (int64_t r = 0; r < rows; ++r)
+    normalize_row(px + r * d, pg, pb, eps, d, py + r * d, pm + r, ps + r);
+}
+
+void CpuBackend::residual_layer_norm_impl(const Tensor& x, const Tensor& sublayer,
+                                          const Tensor& gamma, const Tensor& beta, float eps,
+                                          const Tensor& y) {
+  const int64_t d = x.shape().cols(), rows = x.shape().rows();
+  const float* px = x.data<float>();
+  const float* psub = sublayer.data<float>();
+  const float* pg = gamma.data<float>();
+  const float* pb = beta.data<float>();
+  float* py = y.data<float>();
+#pragma omp parallel for if (parallel_rows(rows, d))
   for (int64_t r = 0; r < rows; ++r) {
-    const float* in = px + r * d;
-    // Two passes: the one-pass E[x^2] - E[x]^2 cancels catastrophically for large means.
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < d; ++j) sum += in[j];
-    const float mu = sum / static_cast<float>(d);
-    float sq = 0.0f;
-#pragma omp simd reduction(+ : sq)
-    for (int64_t j = 0; j < d; ++j) sq += (in[j] - mu) * (in[j] - mu);
-    const float rs = math::layer_norm_rstd(sq, d, eps);
     float* out = py + r * d;
+    // The residual sum into the output row (add_impl's sums), then normalised in place.
 #pragma omp simd
-    for (int64_t j = 0; j < d; ++j) out[j] = math::layer_norm_apply(in[j], mu, rs, pg[j], pb[j]);
-    pm[r] = mu;
-    ps[r] = rs;
+    for (int64_t j = 0; j < d; ++j) out[j] = px[r * d + j] + psub[r * d + j];
+    float mean = 0.0f, rstd = 0.0f;
+    normalize_row(out, pg, pb, eps, d, out, &mean, &rstd);
   }
 }
 

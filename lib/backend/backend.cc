@@ -238,15 +238,32 @@ Backend::GemmTally Backend::take_gemm_tally() {
 
 // ---- elementwise ------------------------------------------------------------------------------
 
-void Backend::add_bias(const Tensor& x, const Tensor& bias, const Tensor& y) {
-  f32_arg(*this, "add_bias", "x", x);
-  f32_arg(*this, "add_bias", "bias", bias);
-  f32_arg(*this, "add_bias", "y", y);
-  require_min_ndim("add_bias", "x", x, 1);
-  TX_CHECK(bias.ndim() == 1 && bias.dim(0) == x.dim(-1), "add_bias: bias ", bias.shape().str(),
+namespace {
+void check_add_bias(const Backend& be, const char* op, const Tensor& x, const Tensor& bias,
+                    const Tensor& y) {
+  f32_arg(be, op, "x", x);
+  f32_arg(be, op, "bias", bias);
+  f32_arg(be, op, "y", y);
+  require_min_ndim(op, "x", x, 1);
+  TX_CHECK(bias.ndim() == 1 && bias.dim(0) == x.dim(-1), op, ": bias ", bias.shape().str(),
            " must be [", x.dim(-1), "] to match the last dimension of x ", x.shape().str());
-  require_same_shape("add_bias", "x", x, "y", y);
+  require_same_shape(op, "x", x, "y", y);
+}
+}  // namespace
+
+void Backend::add_bias(const Tensor& x, const Tensor& bias, const Tensor& y) {
+  check_add_bias(*this, "add_bias", x, bias, y);
   if (x.numel()) add_bias_impl(x, bias, y);
+}
+
+void Backend::add_bias_relu(const Tensor& x, const Tensor& bias, const Tensor& y) {
+  check_add_bias(*this, "add_bias_relu", x, bias, y);
+  if (x.numel()) add_bias_relu_impl(x, bias, y);
+}
+
+void Backend::add_bias_relu_impl(const Tensor& x, const Tensor& bias, const Tensor& y) {
+  add_bias_impl(x, bias, y);
+  relu_impl(y, y);
 }
 
 void Backend::add(const Tensor& a, const Tensor& b, const Tensor& y) {
@@ -446,6 +463,31 @@ void check_layer_norm_params(const Backend& be, const char* op, const Tensor& x,
   require_shape(op, "rstd", rstd, Shape{x.shape().rows()});
 }
 }  // namespace
+
+void Backend::residual_layer_norm(const Tensor& x, const Tensor& sublayer, const Tensor& gamma,
+                                  const Tensor& beta, float eps, const Tensor& y) {
+  const char* op = "residual_layer_norm";
+  f32_arg(*this, op, "x", x);
+  f32_arg(*this, op, "sublayer", sublayer);
+  f32_arg(*this, op, "gamma", gamma);
+  f32_arg(*this, op, "beta", beta);
+  f32_arg(*this, op, "y", y);
+  require_min_ndim(op, "x", x, 1);
+  require_same_shape(op, "x", x, "sublayer", sublayer);
+  require_same_shape(op, "x", x, "y", y);
+  require_shape(op, "gamma", gamma, Shape{x.dim(-1)});
+  require_shape(op, "beta", beta, Shape{x.dim(-1)});
+  TX_CHECK(eps > 0.0f, op, ": eps ", eps, " must be > 0");
+  if (x.numel()) residual_layer_norm_impl(x, sublayer, gamma, beta, eps, y);
+}
+
+void Backend::residual_layer_norm_impl(const Tensor& x, const Tensor& sublayer, const Tensor& gamma,
+                                       const Tensor& beta, float eps, const Tensor& y) {
+  const int64_t rows = x.shape().rows();
+  Tensor sum = empty(x.shape()), mean = empty({rows}), rstd = empty({rows});
+  add_impl(x, sublayer, sum);
+  layer_norm_impl(sum, gamma, beta, eps, y, mean, rstd);
+}
 
 void Backend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                          const Tensor& y, const Tensor& mean, const Tensor& rstd) {

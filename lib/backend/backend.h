@@ -87,9 +87,12 @@ class Backend {
   void add_bias(const Tensor& x, const Tensor& bias,
                 const Tensor& y);                               // y = x + bias (x [R,C], bias [C])
   void add(const Tensor& a, const Tensor& b, const Tensor& y);  // y = a + b
-  void axpy(float alpha, const Tensor& x, const Tensor& y);     // y += alpha * x
-  void scale(const Tensor& x, float alpha, const Tensor& y);    // y = alpha * x
-  void relu(const Tensor& x, const Tensor& y);                  // y = max(x, 0)
+  // y = max(x + bias, 0): a linear layer's bias and the feed-forward ReLU, equal bit for bit to
+  // add_bias then relu (what the base class runs; the CPU backend makes it one pass).
+  void add_bias_relu(const Tensor& x, const Tensor& bias, const Tensor& y);
+  void axpy(float alpha, const Tensor& x, const Tensor& y);                 // y += alpha * x
+  void scale(const Tensor& x, float alpha, const Tensor& y);                // y = alpha * x
+  void relu(const Tensor& x, const Tensor& y);                              // y = max(x, 0)
   void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx);  // dx += dy * (y > 0)
   // y = x * keep / (1 - p), keep_i = dropout_uniform(seed, offset + i) >= p (core/rng.h), so the
   // mask is recomputed in the backward pass and equal on every backend.
@@ -145,6 +148,11 @@ class Backend {
   void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                            const Tensor& mean, const Tensor& rstd, const Tensor& dx,
                            const Tensor& dgamma, const Tensor& dbeta);
+  // y = layer_norm(x + sublayer) (x, sublayer, y [R, D]): a post-norm sublayer's residual add
+  // and norm for inference (no statistics kept), equal bit for bit to add then layer_norm
+  // (what the base class runs; the CPU backend makes it one pass).
+  void residual_layer_norm(const Tensor& x, const Tensor& sublayer, const Tensor& gamma,
+                           const Tensor& beta, float eps, const Tensor& y);
   // Label-smoothed cross-entropy fused with log-softmax. logits [R, V], targets i32 [R].
   // losses[r] = -sum_v q_v log p_v with q = (1 - smoothing) onehot(target) + smoothing / V;
   // nll (optional) [R] = -log p_target. Rows whose target == ignore_index give 0.
@@ -244,6 +252,8 @@ class Backend {
   void gemm_weight_as_is(const Tensor& a, const PackedWeight& w, const Tensor& c);
   virtual void add_bias_impl(const Tensor& x, const Tensor& bias, const Tensor& y) = 0;
   virtual void add_impl(const Tensor& a, const Tensor& b, const Tensor& y) = 0;
+  // add_bias_impl then relu_impl; a backend may fuse them.
+  virtual void add_bias_relu_impl(const Tensor& x, const Tensor& bias, const Tensor& y);
   virtual void axpy_impl(float alpha, const Tensor& x, const Tensor& y) = 0;
   virtual void scale_impl(const Tensor& x, float alpha, const Tensor& y) = 0;
   virtual void relu_impl(const Tensor& x, const Tensor& y) = 0;
@@ -272,6 +282,10 @@ class Backend {
   virtual void layer_norm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                         const Tensor& mean, const Tensor& rstd, const Tensor& dx,
                                         const Tensor& dgamma, const Tensor& dbeta) = 0;
+  // add_impl into a temporary, then layer_norm_impl; a backend may fuse them.
+  virtual void residual_layer_norm_impl(const Tensor& x, const Tensor& sublayer,
+                                        const Tensor& gamma, const Tensor& beta, float eps,
+                                        const Tensor& y);
   virtual void cross_entropy_impl(const Tensor& logits, const Tensor& targets, float smoothing,
                                   int32_t ignore_index, const Tensor& losses,
                                   const Tensor& nll) = 0;

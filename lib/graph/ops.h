@@ -30,8 +30,10 @@ struct Int8Weight {
 // when x or b would need a gradient.
 Var linear_int8(Graph& g, const Var& x, const Int8Weight& w, const Var& b);
 // linear() with a weight packed once for the backend's GEMM (Backend::pack_weight): the same
-// values up to rounding. Inference only: an error when x or b would need a gradient.
-Var linear_packed(Graph& g, const Var& x, const Backend::PackedWeight& w, const Var& b);
+// values up to rounding. Inference only: an error when x or b would need a gradient. relu:
+// max(., 0) of the result, with the bias in one pass (Backend::add_bias_relu).
+Var linear_packed(Graph& g, const Var& x, const Backend::PackedWeight& w, const Var& b,
+                  bool relu = false);
 // A weight prepared once for inference: quantised to int8 or packed (one of them), or empty.
 struct PreparedWeight {
   Int8Weight int8;
@@ -40,6 +42,9 @@ struct PreparedWeight {
 };
 // linear(g, x, w, b) through w's prepared form when it has one (linear_int8, linear_packed).
 Var linear(Graph& g, const Var& x, const Var& w, const Var& b, const PreparedWeight& prepared);
+// relu(linear(g, x, w, b, prepared)) for inference (an error when anything would need a
+// gradient): bias and ReLU in one pass where the weight is packed, the ReLU in place otherwise.
+Var linear_relu(Graph& g, const Var& x, const Var& w, const Var& b, const PreparedWeight& prepared);
 
 // ---- elementwise (ops_elementwise.cc) -------------------------------------------------------
 Var add(Graph& g, const Var& a, const Var& b);   // a + b, same shapes (residuals)
@@ -73,6 +78,10 @@ Var merge_heads(Graph& g, const Var& x);
 // ---- normalisation (ops_layer_norm.cc) ------------------------------------------------------
 // (x - mean) / sqrt(var + eps) * gamma + beta over the last dim of x [..., D].
 Var layer_norm(Graph& g, const Var& x, const Var& gamma, const Var& beta, float eps);
+// layer_norm(x + sublayer) for inference, one operator (Backend::residual_layer_norm): an error
+// when anything would need a gradient.
+Var residual_layer_norm(Graph& g, const Var& x, const Var& sublayer, const Var& gamma,
+                        const Var& beta, float eps);
 
 // ---- embedding (ops_embedding.cc) -----------------------------------------------------------
 // y [..., D] = scale * table[ids] for table [V, D] and ids i32 of any shape [...].

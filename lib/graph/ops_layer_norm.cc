@@ -27,4 +27,14 @@ Var layer_norm(Graph& g, const Var& x, const Var& gamma, const Var& beta, float 
   return y;
 }
 
+Var residual_layer_norm(Graph& g, const Var& x, const Var& sublayer, const Var& gamma,
+                        const Var& beta, float eps) {
+  TX_CHECK(!g.recording({&x, &sublayer, &gamma, &beta}),
+           "residual_layer_norm: inference only; with gradients use add then layer_norm");
+  Var y = g.output(x->value.shape(), false);
+  g.backend().residual_layer_norm(x->value, sublayer->value, gamma->value, beta->value, eps,
+                                  y->value);
+  return y;
+}
+
 }  // namespace tx::ops

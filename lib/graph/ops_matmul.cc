@@ -64,7 +64,7 @@ Var linear_int8(Graph& g, const Var& x, const Int8Weight& w, const Var& b) {
   return y;
 }
 
-Var linear_packed(Graph& g, const Var& x, const Backend::PackedWeight& w, const Var& b) {
+Var linear_packed(Graph& g, const Var& x, const Backend::PackedWeight& w, const Var& b, bool relu) {
   const Tensor& xv = x->value;
   TX_CHECK(w.defined() && xv.ndim() >= 1 && xv.dim(-1) == w.weight.dim(1), "linear_packed: input ",
            xv.str(), " does not match weight ", w.weight.str(), " (stored [out, in])");
@@ -75,10 +75,13 @@ Var linear_packed(Graph& g, const Var& x, const Backend::PackedWeight& w, const 
   Backend& be = g.backend();
   Var y = g.output(Shape(dims), false);
   be.gemm_packed(xv, w, y->value);
-  if (b) {
-    Tensor y2 = y->value.view({y->value.shape().rows(), dims.back()});
+  Tensor y2 = y->value.view({y->value.shape().rows(), dims.back()});
+  if (b && relu)
+    be.add_bias_relu(y2, b->value, y2);
+  else if (b)
     be.add_bias(y2, b->value, y2);
-  }
+  else if (relu)
+    be.relu(y2, y2);
   return y;
 }
 
@@ -95,6 +98,17 @@ Var linear(Graph& g, const Var& x, const Var& w, const Var& b, const PreparedWei
   if (prepared.int8.defined()) return linear_int8(g, x, prepared.int8, b);
   if (prepared.packed.defined()) return linear_packed(g, x, prepared.packed, b);
   return linear(g, x, w, b);
+}
+
+Var linear_relu(Graph& g, const Var& x, const Var& w, const Var& b,
+                const PreparedWeight& prepared) {
+  TX_CHECK(!g.recording({&x, &w, &b}),
+           "linear_relu: inference only; with gradients use linear then relu_dropout");
+  if (!prepared.int8.defined() && prepared.packed.defined())
+    return linear_packed(g, x, prepared.packed, b, true);
+  Var y = linear(g, x, w, b, prepared);
+  g.backend().relu(y->value, y->value);
+  return y;
 }
 
 namespace {

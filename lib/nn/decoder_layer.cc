@@ -80,9 +80,9 @@ Var DecoderLayer::run(Graph& g, const Var& x, const Sublayer& self_attention,
     return residual(g, y, ffn_.forward(g, ffn_norm_.forward(g, y)), p);
   }
   // Post-norm, as in the paper: x = LN(x + Dropout(Sublayer(x))).
-  Var y = self_attn_norm_.forward(g, residual(g, x, self_attention(x), p));
-  y = cross_attn_norm_.forward(g, residual(g, y, cross_attention(y), p));
-  return ffn_norm_.forward(g, residual(g, y, ffn_.forward(g, y), p));
+  Var y = residual_norm(g, self_attn_norm_, x, self_attention(x), p);
+  y = residual_norm(g, cross_attn_norm_, y, cross_attention(y), p);
+  return residual_norm(g, ffn_norm_, y, ffn_.forward(g, y), p);
 }
 
 }  // namespace tx::nn

@@ -19,8 +19,8 @@ Var EncoderLayer::forward(Graph& g, const Var& x, const Tensor& key_lengths) con
     return residual(g, y, ffn_.forward(g, ffn_norm_.forward(g, y)), p);
   }
   Var attn = self_attn_.forward(g, x, x, key_lengths, /*causal=*/false);
-  Var y = self_attn_norm_.forward(g, residual(g, x, attn, p));
-  return ffn_norm_.forward(g, residual(g, y, ffn_.forward(g, y), p));
+  Var y = residual_norm(g, self_attn_norm_, x, attn, p);
+  return residual_norm(g, ffn_norm_, y, ffn_.forward(g, y), p);
 }
 
 }  // namespace tx::nn

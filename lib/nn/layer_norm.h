@@ -13,6 +13,10 @@ class LayerNorm {
   LayerNorm(ParamScope scope, int64_t d, float eps = 1e-5f);
 
   Var forward(Graph& g, const Var& x) const { return ops::layer_norm(g, x, weight_, bias_, eps_); }
+  // forward(g, x + sublayer) for inference, one operator (ops::residual_layer_norm).
+  Var forward_residual(Graph& g, const Var& x, const Var& sublayer) const {
+    return ops::residual_layer_norm(g, x, sublayer, weight_, bias_, eps_);
+  }
 
   const Var& weight() const { return weight_; }
   const Var& bias() const { return bias_; }

@@ -15,6 +15,10 @@ class Linear {
   Linear(ParamScope scope, int64_t in, int64_t out, bool bias = true);
 
   Var forward(Graph& g, const Var& x) const { return ops::linear(g, x, weight_, bias_, prepared_); }
+  // relu(forward(g, x)) for inference: bias and ReLU in one pass (ops::linear_relu).
+  Var forward_relu(Graph& g, const Var& x) const {
+    return ops::linear_relu(g, x, weight_, bias_, prepared_);
+  }
   // Inference only from here on (forward records no gradient; call once the weights are
   // final): the weight quantised to int8 (tx-translate --int8), or else packed for the
   // backend's GEMM (Backend::pack_weight).

@@ -1,5 +1,6 @@
 // Conformance: add_bias, add, axpy, scale, relu, relu_backward, dropout, dropout_backward,
 // add_positions.
+#include <algorithm>
 #include <cmath>
 
 #include "core/rng.h"
@@ -35,6 +36,33 @@ TEMPLATE_TEST_CASE("add_bias forward: y = x + bias broadcast over rows", "[eleme
     INFO("shape " << s.str());
     TX_REQUIRE_OK(compare(fetch(*be, y), want, 1e-7, 0));
   }
+}
+
+TEMPLATE_TEST_CASE("add_bias_relu forward: max(x + bias, 0), bit for bit add_bias then relu",
+                   "[elementwise]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  uint64_t seed = 50;
+  for (const Shape& s : kShapes) {
+    const int64_t c = s[-1], r = s.rows();
+    std::vector<float> x = random_vector(s.numel(), ++seed), b = random_vector(c, ++seed);
+    const Tensor X = be->upload(x, s), B = be->upload(b, {c});
+    Tensor y = be->upload(random_vector(s.numel(), ++seed), s);  // garbage, overwritten
+    be->add_bias_relu(X, B, y);
+    const std::vector<float> got = fetch(*be, y);
+    std::vector<double> want(s.numel());
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < c; ++j) want[i * c + j] = std::max(0.0, double(x[i * c + j]) + b[j]);
+    INFO("shape " << s.str());
+    TX_CHECK_OK(compare(got, want, 1e-7, 0));
+    Tensor chained = be->empty(s);
+    be->add_bias(X, B, chained);
+    be->relu(chained, chained);
+    TX_CHECK_OK(compare_exact(got, fetch(*be, chained)));
+    be->add_bias_relu(X, B, X);  // in place
+    TX_REQUIRE_OK(compare_exact(fetch(*be, X), got));
+  }
+  Tensor x = be->zeros({2, 4}), wrong = be->zeros({5});
+  CHECK_THROWS_WITH(be->add_bias_relu(x, wrong, x), Catch::Contains("add_bias_relu: bias"));
 }
 
 TEMPLATE_TEST_CASE("add_bias backward: finite differences (dbias = sum_rows(dy), dx = dy)",

@@ -72,6 +72,45 @@ TEMPLATE_TEST_CASE("layer_norm forward: y, mean and rstd, odd shapes", "[layer_n
     }
 }
 
+TEMPLATE_TEST_CASE(
+    "residual_layer_norm: layer_norm of x + sublayer against double, bit for bit add then "
+    "layer_norm, in place",
+    "[layer_norm]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  uint64_t seed = 40;
+  for (const Shape& s :
+       {Shape{1, 1}, Shape{7, 33}, Shape{2, 3, 7}, Shape{160, 256}, Shape{300, 129}, Shape{16}}) {
+    const int64_t d = s[-1], rows = s.rows();
+    std::vector<float> x = random_vector(s.numel(), ++seed, -2.0f, 2.0f);
+    std::vector<float> sub = random_vector(s.numel(), ++seed, -2.0f, 2.0f);
+    std::vector<float> gamma = random_vector(d, ++seed, 0.5f, 1.5f);
+    std::vector<float> beta = random_vector(d, ++seed);
+    const Tensor X = be->upload(x, s), Sub = be->upload(sub, s);
+    const Tensor G = be->upload(gamma, {d}), B = be->upload(beta, {d});
+    Tensor y = be->empty(s);
+    be->residual_layer_norm(X, Sub, G, B, 1e-5f, y);
+    const std::vector<float> got = fetch(*be, y);
+    INFO("shape " << s.str());
+    // Against double: the float sum x + sublayer is the input the reference normalises.
+    std::vector<float> sum(x.size());
+    for (size_t i = 0; i < x.size(); ++i) sum[i] = x[i] + sub[i];
+    TX_CHECK_OK(compare(got, reference_layer_norm(sum, gamma, beta, d, 1e-5f).y, 2e-5, 2e-5));
+    // The chain it replaces, bit for bit.
+    Tensor added = be->empty(s), chained = be->empty(s), mean = be->empty({rows}),
+           rstd = be->empty({rows});
+    be->add(X, Sub, added);
+    be->layer_norm(added, G, B, 1e-5f, chained, mean, rstd);
+    TX_CHECK_OK(compare_exact(got, fetch(*be, chained)));
+    // In place over the sublayer's output, as the decoder may call it.
+    be->residual_layer_norm(X, Sub, G, B, 1e-5f, Sub);
+    TX_CHECK_OK(compare_exact(fetch(*be, Sub), got));
+  }
+  // Shapes that disagree are refused.
+  Tensor a = be->zeros({2, 4}), b = be->zeros({2, 5}), g4 = be->zeros({4});
+  CHECK_THROWS_WITH(be->residual_layer_norm(a, b, g4, g4, 1e-5f, a),
+                    Catch::Contains("residual_layer_norm"));
+}
+
 TEMPLATE_TEST_CASE("layer_norm forward: large common offset (numerically stable variance)",
                    "[layer_norm]", TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);
