@@ -206,12 +206,14 @@ TEMPLATE_TEST_CASE("decode beam search: beam 1 is the greedy loop over the full 
   TX_BACKEND_OR_SKIP(be);
   TinyModel m(*be, 11);
   for (const int min_len : {0, 2}) {
-    INFO("min_length " << min_len);
+    const bool allow_unk = min_len == 0;
+    INFO("min_length " << min_len << ", allow_unk " << allow_unk);
     BeamSearchOptions o;
     o.beam_size = 1;
     o.max_length_a = 1.0f;
     o.max_length_b = 2;
     o.min_length = min_len;
+    o.allow_unk = allow_unk;
     const std::vector<NBest> found = BeamSearch(*be, m.model, o).search(source_batch(kSources));
     REQUIRE(found.size() == kSources.size());
     // Without scores: the largest masked logit of each row, the same picks, NaN scores.
@@ -229,6 +231,7 @@ TEMPLATE_TEST_CASE("decode beam search: beam 1 is the greedy loop over the full 
         int32_t best = -1;
         for (int32_t w = 0; w < kVocab; ++w) {
           if (w == Vocab::kPadId || w == Vocab::kBosId) continue;
+          if (!allow_unk && w == Vocab::kUnkId) continue;
           if (y.size() == max_len && w != kEos) continue;
           if (static_cast<int>(y.size()) < min_len && w == kEos) continue;
           if (best < 0 || lp[w] > lp[best]) best = w;
