@@ -9,19 +9,11 @@
 
 namespace tx::cpu {
 
-void CpuBackend::add_bias_impl(const Tensor& x, const Tensor& bias, const Tensor& y) {
-  const int64_t rows = x.shape().rows(), cols = x.shape().cols();
-  const float* px = x.data<float>();
-  const float* pb = bias.data<float>();
-  float* py = y.data<float>();
-#pragma omp parallel for if (parallel_rows(rows, cols))
-  for (int64_t r = 0; r < rows; ++r) {
-#pragma omp simd
-    for (int64_t c = 0; c < cols; ++c) py[r * cols + c] = px[r * cols + c] + pb[c];
-  }
-}
+namespace {
 
-void CpuBackend::add_bias_relu_impl(const Tensor& x, const Tensor& bias, const Tensor& y) {
+// y = x + bias per row, then relu_impl's select when kRelu (add_bias_relu: one pass).
+template <bool kRelu>
+void add_bias_rows(const Tensor& x, const Tensor& bias, const Tensor& y) {
   const int64_t rows = x.shape().rows(), cols = x.shape().cols();
   const float* px = x.data<float>();
   const float* pb = bias.data<float>();
@@ -30,10 +22,20 @@ void CpuBackend::add_bias_relu_impl(const Tensor& x, const Tensor& bias, const T
   for (int64_t r = 0; r < rows; ++r) {
 #pragma omp simd
     for (int64_t c = 0; c < cols; ++c) {
-      const float v = px[r * cols + c] + pb[c];  // add_bias's sum, then relu_impl's select
-      py[r * cols + c] = v > 0.0f ? v : 0.0f;
+      const float v = px[r * cols + c] + pb[c];
+      py[r * cols + c] = kRelu ? (v > 0.0f ? v : 0.0f) : v;
     }
   }
+}
+
+}  // namespace
+
+void CpuBackend::add_bias_impl(const Tensor& x, const Tensor& bias, const Tensor& y) {
+  add_bias_rows<false>(x, bias, y);
+}
+
+void CpuBackend::add_bias_relu_impl(const Tensor& x, const Tensor& bias, const Tensor& y) {
+  add_bias_rows<true>(x, bias, y);
 }
 
 void CpuBackend::add_impl(const Tensor& a, const Tensor& b, const Tensor& y) {
