@@ -361,20 +361,31 @@ void Backend::softmax(const Tensor& x, float scale, const Tensor& key_lengths, b
   if (x.numel()) softmax_impl(x, scale, key_lengths, causal, y);
 }
 
+namespace {
+// The arguments attend_cached and attend_memory share: f32 q [R, heads, d_head] and out alike,
+// f32 keys and values alike [.., .., .., d_head] (4-D, `layout` naming the axes) whose axis
+// `heads_axis` is q's heads, and the i32 index (`index_name`).
+void check_attend_args(const Backend& be, const char* op, const Tensor& q, const Tensor& keys,
+                       const Tensor& values, const Tensor& out, const char* index_name,
+                       const Tensor& index, const char* layout, int heads_axis) {
+  f32_arg(be, op, "q", q);
+  f32_arg(be, op, "keys", keys);
+  f32_arg(be, op, "values", values);
+  f32_arg(be, op, "out", out);
+  i32_arg(be, op, index_name, index);
+  TX_CHECK(q.ndim() == 3 && keys.ndim() == 4, op, ": q ", q.shape().str(),
+           " must be [R, heads, d_head] and keys ", keys.shape().str(), " ", layout);
+  require_same_shape(op, "keys", keys, "values", values);
+  require_same_shape(op, "q", q, "out", out);
+  TX_CHECK(keys.dim(heads_axis) == q.dim(1) && keys.dim(3) == q.dim(2), op, ": keys ",
+           keys.shape().str(), " must have q's heads and d_head (q ", q.shape().str(), ")");
+}
+}  // namespace
+
 void Backend::attend_cached(const Tensor& q, const Tensor& keys, const Tensor& values,
                             const Tensor& rows, int64_t length, float scale, const Tensor& out) {
-  f32_arg(*this, "attend_cached", "q", q);
-  f32_arg(*this, "attend_cached", "keys", keys);
-  f32_arg(*this, "attend_cached", "values", values);
-  f32_arg(*this, "attend_cached", "out", out);
-  i32_arg(*this, "attend_cached", "rows", rows);
-  TX_CHECK(q.ndim() == 3 && keys.ndim() == 4, "attend_cached: q ", q.shape().str(),
-           " must be [R, heads, d_head] and keys ", keys.shape().str(),
-           " [capacity, slots, heads, d_head]");
-  require_same_shape("attend_cached", "keys", keys, "values", values);
-  require_same_shape("attend_cached", "q", q, "out", out);
-  TX_CHECK(keys.dim(2) == q.dim(1) && keys.dim(3) == q.dim(2), "attend_cached: keys ",
-           keys.shape().str(), " must have q's heads and d_head (q ", q.shape().str(), ")");
+  check_attend_args(*this, "attend_cached", q, keys, values, out, "rows", rows,
+                    "[capacity, slots, heads, d_head]", 2);
   TX_CHECK(rows.shape() == Shape({q.dim(0), keys.dim(0)}), "attend_cached: rows ",
            rows.shape().str(), " must be [", q.dim(0), ", ", keys.dim(0), "] (R, capacity)");
   TX_CHECK(length >= 1 && length <= keys.dim(0), "attend_cached: length ", length,
@@ -384,18 +395,8 @@ void Backend::attend_cached(const Tensor& q, const Tensor& keys, const Tensor& v
 
 void Backend::attend_memory(const Tensor& q, const Tensor& keys, const Tensor& values,
                             const Tensor& lengths, float scale, const Tensor& out) {
-  f32_arg(*this, "attend_memory", "q", q);
-  f32_arg(*this, "attend_memory", "keys", keys);
-  f32_arg(*this, "attend_memory", "values", values);
-  f32_arg(*this, "attend_memory", "out", out);
-  i32_arg(*this, "attend_memory", "lengths", lengths);
-  TX_CHECK(q.ndim() == 3 && keys.ndim() == 4, "attend_memory: q ", q.shape().str(),
-           " must be [R, heads, d_head] and keys ", keys.shape().str(),
-           " [entries, heads, time, d_head]");
-  require_same_shape("attend_memory", "keys", keys, "values", values);
-  require_same_shape("attend_memory", "q", q, "out", out);
-  TX_CHECK(keys.dim(1) == q.dim(1) && keys.dim(3) == q.dim(2), "attend_memory: keys ",
-           keys.shape().str(), " must have q's heads and d_head (q ", q.shape().str(), ")");
+  check_attend_args(*this, "attend_memory", q, keys, values, out, "lengths", lengths,
+                    "[entries, heads, time, d_head]", 1);
   TX_CHECK(keys.dim(0) > 0 && q.dim(0) % keys.dim(0) == 0, "attend_memory: q's ", q.dim(0),
            " rows must be a multiple of the ", keys.dim(0), " memory entries");
   TX_CHECK(lengths.shape() == Shape({keys.dim(0)}), "attend_memory: lengths ",
