@@ -415,10 +415,13 @@ TEMPLATE_TEST_CASE(
               CHECK(v[(r * heads + h) * dh + e] ==
                     Approx(want[which][r * D + h * dh + e]).margin(margin));
             }
-        if (!int8 && be->device().type == tx::DeviceType::cpu) {
-          // oneDNN's GEMM of the joined weight sums each product as the separate ones do (a
-          // property of its kernels at few rows, which decoding's outputs rely on here).
-          CHECK(v == be->download<float>(before[which]->value));
+        if (!int8) {
+          // The joined weight's GEMM against the separate ones: the same sums, in an order that
+          // may differ (oneDNN's AVX2 kernels keep it at few rows, its AVX-512 ones do not), so
+          // within a few units in the last place.
+          const std::vector<float> b = be->download<float>(before[which]->value);
+          for (size_t i = 0; i < v.size(); ++i)
+            CHECK(v[i] == Approx(b[i]).epsilon(1e-6).margin(1e-6));
         }
       }
     }

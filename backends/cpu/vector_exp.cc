@@ -4,8 +4,9 @@
 
 #include <cmath>
 
-// glibc's vector expf for AVX2 (libmvec, x86-64 vector ABI name).
+// glibc's vector expf for AVX2 and AVX-512 (libmvec, x86-64 vector ABI names).
 extern "C" __m256 _ZGVdN8v_expf(__m256 x);
+extern "C" __m512 _ZGVeN16v_expf(__m512 x);
 
 namespace tx::cpu {
 namespace {
@@ -28,6 +29,23 @@ __attribute__((target("avx2,fma"))) void exp_affine_avx2(const float* x, float s
   }
 }
 
+// Sixteen lanes a call: on a CPU with AVX-512 the exp of a [160, 8000] log-softmax takes half
+// the calls. The tail goes through a masked load, so every element takes the same path.
+__attribute__((target("avx512f"))) void exp_affine_avx512(const float* x, float scale, float shift,
+                                                          float* out, int64_t n) {
+  const __m512 vs = _mm512_set1_ps(scale), vh = _mm512_set1_ps(shift);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1);
+    const __m512 a = _mm512_sub_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + j), vs), vh);
+    _mm512_mask_storeu_ps(out + j, m, _ZGVeN16v_expf(a));
+  }
+}
+
+bool has_avx512() {
+  static const bool yes = __builtin_cpu_supports("avx512f");
+  return yes;
+}
+
 bool has_avx2() {
   static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return yes;
@@ -36,6 +54,7 @@ bool has_avx2() {
 }  // namespace
 
 void exp_affine(const float* x, float scale, float shift, float* out, int64_t n) {
+  if (has_avx512()) return exp_affine_avx512(x, scale, shift, out, n);
   if (has_avx2()) return exp_affine_avx2(x, scale, shift, out, n);
   for (int64_t j = 0; j < n; ++j) out[j] = std::exp(x[j] * scale - shift);
 }

@@ -1,4 +1,4 @@
-// exp over a row, 8 at a time: the softmax family's hot loop.
+// exp over a row, 16 or 8 at a time: the softmax family's hot loop.
 #pragma once
 
 #include <cstdint>
@@ -6,10 +6,10 @@
 namespace tx::cpu {
 
 // out[j] = exp(x[j] * scale - shift) for j < n (out may be x). Through glibc's vector expf
-// (libmvec) on CPUs with AVX2, else expf. libmvec's expf is within a few ulp rather than
-// always correctly rounded, and every lane of a call rounds alike, so a value does not depend
-// on its position in the row; it may differ in the last bit between a machine with AVX2 and one
-// without (tx's results are reproducible per machine, docs/determinism.md).
+// (libmvec), 16 lanes a call on CPUs with AVX-512, 8 with AVX2, else expf. libmvec's expf is within
+// a few ulp rather than always correctly rounded, and every lane of a call rounds alike, so a value
+// does not depend on its position in the row; it may differ in the last bit between machines of
+// different vector widths (tx's results are reproducible per machine, docs/determinism.md).
 void exp_affine(const float* x, float scale, float shift, float* out, int64_t n);
 
 }  // namespace tx::cpu
