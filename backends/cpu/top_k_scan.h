@@ -12,10 +12,11 @@ inline bool ranks_before(float va, int32_t a, float vb, int32_t b) {
 }
 
 // The k best of one row in one pass: a sorted list of the best so far, and a scan that skips
-// 16 values at a time while none beats the list's last. Elements arrive in index order, so a
-// later element equal to the last ranks after it and is skipped too. Beam search's
-// [sentences, beam x vocab] rows (k = 2 x beam, 40,000 columns) take O(cols) vector work
-// instead of a partial sort of an index vector.
+// 64 values at a time while none beats the list's last (16 skipped 2.8% of beam 5 x 32's
+// samples on an AVX-512 machine, 64 1.7%: after the first few hundred, few chunks hold one).
+// Elements arrive in index order, so a later element equal to the last ranks after it and is
+// skipped too. Beam search's [sentences, beam x vocab] rows (k = 2 x beam, 40,000 columns) take
+// O(cols) vector work instead of a partial sort of an index vector.
 inline void top_k_scan(const float* in, int64_t cols, int k, float* values, int32_t* indices) {
   for (int j = 0; j < k; ++j) {
     // Insertion of element j into the sorted first j: ties keep index order.
@@ -28,7 +29,7 @@ inline void top_k_scan(const float* in, int64_t cols, int k, float* values, int3
     values[pos] = in[j];
     indices[pos] = j;
   }
-  constexpr int64_t kChunk = 16;
+  constexpr int64_t kChunk = 64;
   float last = values[k - 1];
   for (int64_t start = k; start < cols; start += kChunk) {
     const int64_t end = std::min(cols, start + kChunk);
