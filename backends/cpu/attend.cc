@@ -55,14 +55,20 @@ void CpuBackend::attend_memory_impl(const Tensor& q, const Tensor& keys, const T
 #pragma omp parallel if (parallel_rows(count * heads, time * d_head))
   {
     std::vector<float> p(static_cast<size_t>(time));
+    // An entry's rows (a sentence's beams) one after the other per head: its keys and values
+    // for that head are read from memory once and from L1 for the other rows.
 #pragma omp for schedule(static)
-    for (int64_t rh = 0; rh < count * heads; ++rh) {
-      const int64_t e = rh / heads / group, h = rh % heads;
+    for (int64_t eh = 0; eh < entries * heads; ++eh) {
+      const int64_t e = eh / heads, h = eh % heads;
       const int64_t visible = std::clamp<int64_t>(len[e], 0, time);
-      const int64_t at = (e * heads + h) * time * d_head;
-      attend_row(
-          pq + rh * d_head, d_head, visible, scale, [&](int64_t t) { return pk + at + t * d_head; },
-          [&](int64_t t) { return pv + at + t * d_head; }, p.data(), po + rh * d_head);
+      const float* k = pk + eh * time * d_head;
+      const float* v = pv + eh * time * d_head;
+      for (int64_t r = e * group; r < (e + 1) * group; ++r) {
+        const int64_t rh = r * heads + h;
+        attend_row(
+            pq + rh * d_head, d_head, visible, scale, [&](int64_t t) { return k + t * d_head; },
+            [&](int64_t t) { return v + t * d_head; }, p.data(), po + rh * d_head);
+      }
     }
   }
 }
