@@ -68,21 +68,15 @@ StepProjection MultiHeadAttention::project_step(Graph& g, const Var& x) const {
   const Shape& shape = x->value.shape();
   TX_CHECK(shape.ndim() == 3 && shape[1] == 1 && shape[2] == d_model_, "project_step: x ",
            shape.str(), " must be [rows, 1, ", d_model_, "]");
-  const int64_t rows = shape[0], d_head = d_model_ / heads_, pieces = 3 * heads_;
+  const int64_t rows = shape[0], d_head = d_model_ / heads_;
   Var qkv = qkv_proj_.forward(g, x);  // [R, 1, 3 * d_model]: row r is q_r | k_r | v_r
-  // Seen as [R * 3 * heads, d_head], row (r * 3 + part) * heads + h is head h of part
-  // (q, k, v) of row r. With one query step a head split is such a row selection
-  // ([R, 1, heads * d_head] and [R, heads, 1, d_head] are the same layout): one gather puts
-  // the three parts one after another, [3, R, heads, 1, d_head].
-  std::vector<int32_t> pick(static_cast<size_t>(3 * rows * heads_));
-  for (int part = 0; part < 3; ++part)
-    for (int64_t r = 0; r < rows; ++r)
-      for (int h = 0; h < heads_; ++h)
-        pick[(part * rows + r) * heads_ + h] = static_cast<int32_t>((r * 3 + part) * heads_ + h);
+  // With one query step a head split is no copy ([R, 1, heads * d_head] and
+  // [R, heads, 1, d_head] are the same layout), so only the three parts need parting: seen as
+  // [1, R, 3 * d_model], qkv split into 3 "heads" of d_model is [3, R, d_model], the three parts
+  // one after another (no host-built index to upload, as a gather needed).
   Backend& be = g.backend();
   const Tensor parts = g.alloc({3 * rows, heads_, 1, d_head});
-  be.gather_rows(qkv->value.view({rows * pieces, d_head}), be.upload(pick, {3 * rows * heads_}),
-                 parts.view({3 * rows * heads_, d_head}));
+  be.split_heads(qkv->value.view({1, rows, 3 * d_model_}), 3, parts.view({1, 3, rows, d_model_}));
   auto third = [&](int which) { return make_var(parts.slice(which * rows, (which + 1) * rows)); };
   StepProjection p{third(0), {third(1), third(2)}};
   ops::release(g, qkv);
