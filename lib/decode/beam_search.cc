@@ -33,7 +33,25 @@ struct Row {
   int32_t parent = 0;  // its row in its cohort's state before the next reorder
   int32_t token = 0;   // the token it ends in: the next decoder input
   float score = 0;     // running log-prob
-  std::vector<int32_t> ids;
+  int32_t last = -1;   // its last token's entry in the cohort's trail; -1: none yet
+};
+
+// Every token a cohort's hypotheses chose, each with the entry of the token before it: a row
+// extends its history by one entry instead of copying it (R copies of up to t tokens a step),
+// and only a finished hypothesis walks its back.
+struct Trail {
+  std::vector<std::pair<int32_t, int32_t>> entries;  // (previous entry or -1, token)
+  int32_t extend(int32_t last, int32_t token) {
+    entries.emplace_back(last, token);
+    return static_cast<int32_t>(entries.size() - 1);
+  }
+  std::vector<int32_t> ids(int32_t last) const {
+    std::vector<int32_t> out;
+    for (int32_t e = last; e >= 0; e = entries[static_cast<size_t>(e)].first)
+      out.push_back(entries[static_cast<size_t>(e)].second);
+    std::reverse(out.begin(), out.end());
+    return out;
+  }
 };
 
 float normalise(float log_prob, size_t length, float alpha) {
@@ -82,6 +100,7 @@ struct BeamSearch::Cohort {
   std::vector<Sentence> sentences;
   std::vector<int64_t> active;  // sentences still in the batch, one block of rows each
   std::vector<Row> rows;
+  Trail trail;  // the rows' tokens
   int64_t t = 0;
   int64_t source_width = 0;  // the longest source, eos counted
   int64_t live() const {
@@ -177,7 +196,7 @@ BeamSearch::Cohort BeamSearch::start(Graph& g, std::vector<SourceSentence> sente
     steps = std::max(steps, s.max_length + 1);
     c.sentences.push_back(std::move(s));
     c.active.push_back(b);
-    c.rows.push_back(Row{static_cast<int32_t>(b), Vocab::kBosId, 0.0f, {}});
+    c.rows.push_back(Row{static_cast<int32_t>(b), Vocab::kBosId, 0.0f});
   }
   const Tensor src_lengths = be_.upload(lengths, {B});
   Var memory = model_.encode(g, be_.upload(src, {B, S}), src_lengths);
@@ -292,7 +311,7 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
       Sentence& s = c.sentences[c.active[k]];
       auto finish = [&](int32_t row, float score) {
         if (static_cast<int>(s.finished.size()) >= beam) return;
-        const std::vector<int32_t>& h = c.rows[row].ids;
+        const std::vector<int32_t> h = c.trail.ids(c.rows[row].last);
         if (!log_probs) score = std::numeric_limits<float>::quiet_NaN();
         s.finished.push_back({h, score, normalise(score, h.size() + 1, options_.length_penalty)});
       };
@@ -318,9 +337,7 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
           // or weak endings would fill the finished list and stop the search early.
           if (i < beam) finish(row, score);
         } else {
-          Row r{row, token, score, c.rows[row].ids};
-          r.ids.push_back(token);
-          live.push_back(std::move(r));
+          live.push_back(Row{row, token, score, c.trail.extend(c.rows[row].last, token)});
         }
       }
       if (static_cast<int>(s.finished.size()) >= beam || live.empty()) s.done = true;
@@ -338,7 +355,7 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
       }
       // Dead filler rows keep the block `beam` rows wide.
       while (static_cast<int>(live.size()) < beam)
-        live.push_back(Row{static_cast<int32_t>(k * width), Vocab::kEosId, kDead, {}});
+        live.push_back(Row{static_cast<int32_t>(k * width), Vocab::kEosId, kDead});
       for (Row& r : live) next_rows.push_back(std::move(r));
       next_active.push_back(c.active[k]);
     }
