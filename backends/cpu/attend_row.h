@@ -1,6 +1,7 @@
 // One query row and head of a decoding step's attention (attend_cached, attend_memory): the
-// scores, softmax and weighted sum in the order of the few-row GEMMs and softmax of
-// MultiHeadAttention::context, over `length` keys reached through key_at / value_at.
+// scores, softmax and weighted sum over `length` keys reached through key_at / value_at. The
+// generic form sums in the order of the few-row GEMMs and softmax of
+// MultiHeadAttention::context; the AVX-512 form in its own order (equal within rounding).
 #pragma once
 
 #include <algorithm>
@@ -47,9 +48,9 @@ void attend_row_generic(const float* q, int64_t d_head, int64_t length, float sc
 // GCC 12 warns of the unused pass-through operand inside the shuffle intrinsics (fixed in 13).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// Four keys' dot products in four vectors -> the four sums, each in every lane of its quarter;
-// 16 keys -> one vector of their 16 scores (transpose-and-add tree: ~3 shuffles a key, where a
-// full reduction per key takes ~8).
+// Lane j of the result = the sum of acc[j]'s lanes: sixteen keys' partial dot products to their
+// sixteen scores by a transpose-and-add tree (~3 shuffles a key, where a reduction per key
+// takes ~8).
 inline __m512 sum_16_rows(const __m512 (&acc)[16]) {
   __m512 r[8], u[4], v[2];
   for (int i = 0; i < 8; ++i)  // per 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3]
