@@ -36,6 +36,9 @@ class Graph {
   Backend& backend() const { return be_; }
   bool grad_enabled() const { return options_.grad; }
   bool training() const { return options_.training; }
+  // Nothing is recorded and a dropout of rate p is the identity: an op may then take a fused
+  // inference form whose intermediates no backward could read.
+  bool plain_forward(float p) const { return !options_.grad && (!options_.training || p == 0.0f); }
   void set_grad_enabled(bool on) { options_.grad = on; }
   void set_training(bool on) { options_.training = on; }
   Rng& rng() { return rng_; }

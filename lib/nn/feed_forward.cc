@@ -9,8 +9,7 @@ FeedForward::FeedForward(ParamScope scope, int64_t d_model, int64_t d_ff, float 
 
 Var FeedForward::forward(Graph& g, const Var& x) const {
   // Inference: ReLU with fc1's bias, one pass over [rows, d_ff] instead of two.
-  if (!g.grad_enabled() && (!g.training() || relu_dropout_ == 0.0f))
-    return fc2_.forward(g, fc1_.forward_relu(g, x));
+  if (g.plain_forward(relu_dropout_)) return fc2_.forward(g, fc1_.forward_relu(g, x));
   Var hidden = fc1_.forward(g, x);
   Var h = ops::relu_dropout(g, hidden, relu_dropout_);
   ops::release(g, hidden);  // [rows, d_ff]: the largest activation of a layer, read by no backward

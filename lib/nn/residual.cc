@@ -11,8 +11,7 @@ Var residual(Graph& g, const Var& x, const Var& sublayer_out, float p) {
 }
 
 Var residual_norm(Graph& g, const LayerNorm& norm, const Var& x, const Var& sublayer_out, float p) {
-  if (!g.grad_enabled() && (!g.training() || p == 0.0f))
-    return norm.forward_residual(g, x, sublayer_out);
+  if (g.plain_forward(p)) return norm.forward_residual(g, x, sublayer_out);
   return norm.forward(g, residual(g, x, sublayer_out, p));
 }
 
