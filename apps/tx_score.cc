@@ -201,15 +201,15 @@ std::vector<double> model_scores(const Options& o, tx::app::LoadedModel& m,
   for (const std::vector<int64_t>& rows :
        make_batches(corpus, o.integer("max-tokens"),
                     o.flag("deterministic") ? 1 : o.integer("mini-batch"))) {
-    const tx::data::Batch b =
-        tx::data::make_batch(corpus, rows.data(), static_cast<int64_t>(rows.size()));
+    const tx::data::Batch b = tx::data::make_batch(
+        corpus, rows.data(), static_cast<int64_t>(rows.size()), tx::data::special_ids(m.config()));
     tx::Graph g(be, tx::GraphOptions{false, false});
     tx::Var logits = m.model().forward(g, be.upload(b.src, {b.size, b.src_len}),
                                        be.upload(b.src_lengths, {b.size}),
                                        be.upload(b.tgt_in, {b.size, b.tgt_len}));
     // Label smoothing 0: each target position's loss is -log p(token); pads give 0.
     tx::Var nll = tx::ops::cross_entropy(g, logits, be.upload(b.tgt_out, {b.size * b.tgt_len}),
-                                         0.0f, tx::data::Vocab::kPadId);
+                                         0.0f, m.config().pad_id);
     const std::vector<float> per_token = be.download<float>(nll->value);
     for (int64_t r = 0; r < b.size; ++r) {
       double sum = 0;

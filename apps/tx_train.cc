@@ -94,6 +94,7 @@ int train(const Options& options) {
   tx::train::TrainerOptions t;
   require(options, "model");
   t.model_dir = options.text("model");
+  t.pretrained_model = options.text("pretrained-model");
   const std::vector<std::string> train_sets = pair_of(options, "train-sets");
   t.train_src = train_sets[0];
   t.train_tgt = train_sets[1];

@@ -54,9 +54,16 @@ tx::decode::TranslatorOptions translator_options(const Options& o) {
 }
 
 int translate(const Options& options) {
-  const tx::decode::TranslatorOptions topts = translator_options(options);
+  tx::decode::TranslatorOptions topts = translator_options(options);
   const auto start = std::chrono::steady_clock::now();
   tx::app::LoadedModel m(options);
+  const std::string rule = options.text("search-rule");
+  if (rule == "marian" || (rule == "auto" && m.from_marian()))
+    topts.search.rule = tx::decode::SearchRule::marian;
+  if (rule == "huggingface" || (rule == "auto" && m.from_huggingface()))
+    topts.search.rule = tx::decode::SearchRule::huggingface;
+  // marian-decoder never produces <unk> unless --allow-unk.
+  if (m.from_marian()) topts.search.allow_unk = false;
   tx::decode::Translator translator(m.backend(), m.model(), m.src_vocab(), m.tgt_vocab(), topts);
 
   const std::string input = options.has("input") ? options.text("input") : "-";

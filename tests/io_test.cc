@@ -446,7 +446,22 @@ TEST_CASE("io ModelConfig: JSON round trip, also through safetensors metadata", 
                        Contains("\"norm_eps\":1e-06"));
   CHECK(ModelConfig::from_json_string(text) == c);
   CHECK(ModelConfig::from_json(c.to_json()) == c);
-  CHECK(c.to_json().size() == 15);
+  CHECK(c.to_json().size() == 28);
+  // The imported models' variants travel too.
+  ModelConfig v = c;
+  v.embed_scale = false;
+  v.positions = tx::io::Positions::halves_hf;
+  v.position_offset = 2;
+  v.embed_norm = true;
+  v.final_norm = false;
+  v.activation = tx::io::Activation::swish;
+  v.output_bias = true;
+  v.pad_id = -1;
+  v.decoder_start_id = -1;
+  v.marian_prenorm_cache = true;
+  CHECK(ModelConfig::from_json_string(v.to_json_string()) == v);
+  CHECK_THROWS_WITH(ModelConfig::from_json_string(R"({"positions": "sideways"})"),
+                    Contains("'positions' must be one of"));
 
   TempDir dir;
   std::string path = dir.file("ckpt.safetensors");

@@ -117,6 +117,35 @@ std::vector<OptionSpec> make_registry() {
   t.push_back(
       model_option("max-length", "max_length", "Longest sequence the positions cover", positive));
   t.push_back(model_option("norm-eps", "norm_eps", "LayerNorm epsilon", positive));
+  // The variants of imported models (docs/models.md), trainable too.
+  t.push_back(model_option("embed-scale", "embed_scale",
+                           "Scale embeddings by sqrt(d-model) (--embed-scale=false: unscaled)"));
+  t.push_back(model_option("positions", "positions",
+                           "Sinusoid layout: interleaved (tx), halves (Marian, fairseq), "
+                           "halves_hf (Hugging Face Marian)",
+                           one_of({"interleaved", "halves", "halves_hf"})));
+  t.push_back(model_option("position-offset", "position_offset",
+                           "Position of the first token (fairseq: padding id + 1)", non_negative));
+  t.push_back(
+      model_option("embed-norm", "embed_norm",
+                   "LayerNorm after the embeddings (Marian's --transformer-postprocess-emb n)"));
+  t.push_back(model_option("final-norm", "final_norm",
+                           "With --pre-norm, a LayerNorm after each stack (Marian's "
+                           "--transformer-postprocess-top n)"));
+  t.push_back(model_option("ffn-activation", "activation", "Feed-forward activation: relu or swish",
+                           one_of({"relu", "swish"})));
+  t.push_back(model_option("output-bias", "output_bias", "A bias on the output logits"));
+  const auto token_id = [](const json& v) {
+    return v.get<int64_t>() >= -1 ? "" : "must be a token id, or -1 for none";
+  };
+  t.push_back(model_option("pad-id", "pad_id", "Padding id (-1: none)", token_id));
+  t.push_back(model_option("unk-id", "unk_id", "Unknown-token id (-1: none)", token_id));
+  t.push_back(model_option("bos-id", "bos_id", "Begin-of-sentence id (-1: none)", token_id));
+  t.push_back(model_option("eos-id", "eos_id", "End-of-sentence id", non_negative));
+  t.push_back(model_option("decoder-start-id", "decoder_start_id",
+                           "The decoder's first input (-1: a zero vector, Marian's)", token_id));
+  t.push_back(model_option("marian-prenorm-cache", "marian_prenorm_cache",
+                           "Decode pre-norm layers as marian-decoder does (docs/models.md)"));
 
   // tx-translate and tx-score (Marian's names where Marian has the option).
   const std::string model_files = "Model files", search = "Search", batching = "Batching",
@@ -125,17 +154,24 @@ std::vector<OptionSpec> make_registry() {
     return std::isfinite(v.get<double>()) && v.get<double>() >= 0 ? "" : "must be 0 or more";
   };
   OptionSpec model = option("model", OptionType::text, nullptr,
-                            "Model file (.safetensors) to run; its config is in the file "
-                            "(tx-train, and tx-average with --last: the model directory)",
+                            "Model to run: a tx .safetensors file, a Marian model.npz or a "
+                            "Hugging Face MarianMTModel directory (docs/models.md); "
+                            "tx-train, and tx-average with --last: the model directory",
                             kTranslate | kScore | kTrain | kAverage, model_files);
   model.short_name = "m";
   model.required = kTranslate;  // tx-train checks its own (its tests parse without)
   t.push_back(model);
+  t.push_back(option("pretrained-model", OptionType::text, "",
+                     "Start from this model (a Marian model.npz, a Hugging Face directory or a "
+                     "tx model file): its architecture and vocabularies, its weights as the "
+                     "first update's (docs/models.md)",
+                     kTrain, model_files));
   OptionSpec vocabs = option("vocabs", OptionType::list, nullptr,
-                             "SentencePiece vocabularies: source then target, or one joint",
+                             "Vocabularies: source then target, or one joint (tx: .spm; Marian: "
+                             ".yml or .spm, default those its decoder.yml names; a Hugging Face "
+                             "directory brings its own)",
                              kTranslate | kScore | kTrain, model_files);
   vocabs.short_name = "v";
-  vocabs.required = kTranslate;
   t.push_back(vocabs);
   OptionSpec input =
       option("input", OptionType::text, "-", "Input text file (tx-score: hypotheses); - is stdin",
@@ -160,6 +196,12 @@ std::vector<OptionSpec> make_registry() {
   normalize.short_name = "n";
   normalize.program_defaults = {{kScore, 0.0}};
   t.push_back(normalize);
+  t.push_back(option("search-rule", OptionType::text, "auto",
+                     "How hypotheses end: fairseq (beam stays full; tx's models), marian "
+                     "(each ending shrinks the beam, Marian's length limit), huggingface "
+                     "(generate()'s stopping rule); auto: the rule of the engine that made "
+                     "the model",
+                     kTranslate, search, one_of({"auto", "fairseq", "marian", "huggingface"})));
   t.push_back(option("max-length-factor", OptionType::number, 1.5,
                      "Output tokens at most factor * source tokens + --max-length-b", kTranslate,
                      search, at_least_zero));

@@ -48,11 +48,14 @@ class CpuBackend : public Backend {
   void scale_impl(const Tensor& x, float alpha, const Tensor& y) override;
   void relu_impl(const Tensor& x, const Tensor& y) override;
   void relu_backward_impl(const Tensor& dy, const Tensor& y, const Tensor& dx) override;
+  void swish_impl(const Tensor& x, const Tensor& y) override;
+  void swish_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& dx) override;
   void dropout_impl(const Tensor& x, float p, uint64_t seed, uint64_t offset,
                     const Tensor& y) override;
   void dropout_backward_impl(const Tensor& dy, float p, uint64_t seed, uint64_t offset,
                              const Tensor& dx) override;
-  void add_positions_impl(const Tensor& x, int64_t start, const Tensor& y) override;
+  void add_positions_impl(const Tensor& x, int64_t start, const Tensor& y,
+                          math::PositionLayout layout) override;
   void cast_impl(const Tensor& x, const Tensor& y) override;
   void softmax_impl(const Tensor& x, float scale, const Tensor& key_lengths, bool causal,
                     const Tensor& y) override;
@@ -106,6 +109,7 @@ class CpuBackend : public Backend {
   // double each time took ~1% of a greedy run, on the caller's thread alone.
   std::vector<float> positions_;
   int64_t positions_width_ = 0;
+  math::PositionLayout positions_layout_ = math::PositionLayout::interleaved;
 };
 
 }  // namespace tx::cpu

@@ -125,7 +125,25 @@ void CpuBackend::dropout_backward_impl(const Tensor& dy, float p, uint64_t seed,
   apply_dropout<true>(dy.data<float>(), p, seed, offset, dx.data<float>(), dy.numel());
 }
 
-void CpuBackend::add_positions_impl(const Tensor& x, int64_t start, const Tensor& y) {
+void CpuBackend::swish_impl(const Tensor& x, const Tensor& y) {
+  const int64_t n = x.numel();
+  const float* px = x.data<float>();
+  float* py = y.data<float>();
+#pragma omp parallel for simd if (n >= kElementwiseGrain)
+  for (int64_t i = 0; i < n; ++i) py[i] = math::swish(px[i]);
+}
+
+void CpuBackend::swish_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& dx) {
+  const int64_t n = dy.numel();
+  const float* pdy = dy.data<float>();
+  const float* px = x.data<float>();
+  float* pdx = dx.data<float>();
+#pragma omp parallel for simd if (n >= kElementwiseGrain)
+  for (int64_t i = 0; i < n; ++i) pdx[i] += pdy[i] * math::swish_grad(px[i]);
+}
+
+void CpuBackend::add_positions_impl(const Tensor& x, int64_t start, const Tensor& y,
+                                    math::PositionLayout layout) {
   const int64_t batch = x.dim(0), time = x.dim(1), d_model = x.dim(2);
   // math::sinusoid works in double. Positions up to kKeptPositions are computed once and kept
   // (grown by doubling); beyond, each call computes its own rows.
@@ -133,9 +151,10 @@ void CpuBackend::add_positions_impl(const Tensor& x, int64_t start, const Tensor
   std::vector<float> own;
   const float* table = nullptr;
   if (start + time <= kKeptPositions) {
-    if (positions_width_ != d_model) {
+    if (positions_width_ != d_model || positions_layout_ != layout) {
       positions_.clear();
       positions_width_ = d_model;
+      positions_layout_ = layout;
     }
     const auto known = static_cast<int64_t>(positions_.size()) / d_model;
     if (known < start + time) {
@@ -143,14 +162,14 @@ void CpuBackend::add_positions_impl(const Tensor& x, int64_t start, const Tensor
       positions_.resize(static_cast<size_t>(rows * d_model));
       for (int64_t t = known; t < rows; ++t)
         for (int64_t i = 0; i < d_model; ++i)
-          positions_[t * d_model + i] = math::sinusoid(t, i, d_model);
+          positions_[t * d_model + i] = math::sinusoid(t, i, d_model, layout);
     }
     table = positions_.data() + start * d_model;
   } else {
     own.resize(static_cast<size_t>(time * d_model));
     for (int64_t t = 0; t < time; ++t)
       for (int64_t i = 0; i < d_model; ++i)
-        own[t * d_model + i] = math::sinusoid(start + t, i, d_model);
+        own[t * d_model + i] = math::sinusoid(start + t, i, d_model, layout);
     table = own.data();
   }
   const float* px = x.data<float>();

@@ -11,10 +11,11 @@
 namespace tx::cpu {
 
 namespace {
+// -1 is allowed: gather_rows writes a zero row for it, scatter_add_rows skips it.
 void check_index(const int32_t* index, int64_t m, int64_t n, const char* op) {
   for (int64_t i = 0; i < m; ++i)
-    TX_CHECK(index[i] >= 0 && index[i] < n, op, ": index ", index[i], " at position ", i,
-             " is outside [0, ", n, ")");
+    TX_CHECK(index[i] >= -1 && index[i] < n, op, ": index ", index[i], " at position ", i,
+             " is outside [0, ", n, ") (or -1 for a zero row)");
 }
 }  // namespace
 
@@ -27,8 +28,12 @@ void CpuBackend::gather_rows_impl(const Tensor& src, const Tensor& index, const 
   float* pd = dst.data<float>();
 #pragma omp parallel for if (parallel_rows(m, row))
   for (int64_t i = 0; i < m; ++i) {
-    const float* in = ps + idx[i] * row;
     float* out = pd + i * row;
+    if (idx[i] < 0) {
+      std::fill(out, out + row, 0.0f);
+      continue;
+    }
+    const float* in = ps + idx[i] * row;
 #pragma omp simd
     for (int64_t j = 0; j < row; ++j) out[j] = scale * in[j];
   }
@@ -49,6 +54,7 @@ void CpuBackend::scatter_add_rows_impl(const Tensor& src, const Tensor& index, c
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t begin = c * chunk, end = std::min(row, begin + chunk);
     for (int64_t i = 0; i < m; ++i) {
+      if (idx[i] < 0) continue;
       const float* in = ps + i * row;
       float* out = pd + idx[i] * row;
 #pragma omp simd

@@ -50,6 +50,19 @@ struct ReluBackward {
   __device__ void operator()(int64_t i) const { dx[i] += y[i] > 0.0f ? dy[i] : 0.0f; }
 };
 
+struct Swish {
+  const float* x;
+  float* y;
+  __device__ void operator()(int64_t i) const { y[i] = math::swish(x[i]); }
+};
+
+struct SwishBackward {
+  const float* dy;
+  const float* x;
+  float* dx;
+  __device__ void operator()(int64_t i) const { dx[i] += dy[i] * math::swish_grad(x[i]); }
+};
+
 // out[i] (+)= in[i] * keep_i / (1 - p), the mask a pure function of (seed, offset + i).
 struct Dropout {
   const float* in;
@@ -70,8 +83,9 @@ struct Positions {
   const float* x;
   float* y;
   int64_t start, d_model, row, batch;
+  math::PositionLayout layout;
   __device__ void operator()(int64_t i) const {
-    const float pe = math::sinusoid(start + i / d_model, i % d_model, d_model);
+    const float pe = math::sinusoid(start + i / d_model, i % d_model, d_model, layout);
     for (int64_t b = 0; b < batch; ++b) y[b * row + i] = x[b * row + i] + pe;
   }
 };
@@ -121,11 +135,21 @@ void CudaBackend::dropout_backward_impl(const Tensor& dy, float p, uint64_t seed
              "dropout_backward");
 }
 
-void CudaBackend::add_positions_impl(const Tensor& x, int64_t start, const Tensor& y) {
+void CudaBackend::swish_impl(const Tensor& x, const Tensor& y) {
+  launch_map(x.numel(), as_stream(enter()), Swish{x.data<float>(), y.data<float>()}, "swish");
+}
+
+void CudaBackend::swish_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& dx) {
+  launch_map(dy.numel(), as_stream(enter()),
+             SwishBackward{dy.data<float>(), x.data<float>(), dx.data<float>()}, "swish_backward");
+}
+
+void CudaBackend::add_positions_impl(const Tensor& x, int64_t start, const Tensor& y,
+                                     math::PositionLayout layout) {
   const int64_t batch = x.dim(0), time = x.dim(1), d_model = x.dim(2);
   const int64_t row = time * d_model;
   launch_map(row, as_stream(enter()),
-             Positions{x.data<float>(), y.data<float>(), start, d_model, row, batch},
+             Positions{x.data<float>(), y.data<float>(), start, d_model, row, batch, layout},
              "add_positions");
 }
 

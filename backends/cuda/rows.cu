@@ -1,6 +1,7 @@
 // Row lookup and reordering: gather (embedding lookup, beam reorder) and scatter-add (the
-// embedding gradient). Ids outside [0, N) are recorded for synchronize() to raise as tx::Error;
-// the kernels never touch memory through them.
+// embedding gradient). Id -1 gathers a zero row and scatters nothing; other ids outside [0, N)
+// are recorded for synchronize() to raise as tx::Error; the kernels never touch memory through
+// them.
 #include "cuda_backend.h"
 #include "cuda_common.cuh"
 
@@ -18,6 +19,10 @@ struct Gather {
   __device__ void operator()(int64_t i) const {
     const int64_t m = i / row, j = i % row;
     const int32_t id = index[m];
+    if (id == -1) {
+      dst[i] = 0.0f;
+      return;
+    }
     if (id < 0 || id >= n) {
       if (j == 0) record_index_error(errors, kGatherRows, id, m, n);
       return;
@@ -40,6 +45,7 @@ __global__ void scatter_add_kernel(const float* src, const int32_t* index, float
   if (j >= row) return;
   for (int64_t i = 0; i < m; ++i) {
     const int32_t id = index[i];
+    if (id == -1) continue;
     if (id < 0 || id >= n) {
       if (reporter) record_index_error(errors, kScatterAddRows, id, i, n);
       continue;

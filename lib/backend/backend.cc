@@ -305,6 +305,22 @@ void Backend::relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx)
   if (dy.numel()) relu_backward_impl(dy, y, dx);
 }
 
+void Backend::swish(const Tensor& x, const Tensor& y) {
+  f32_arg(*this, "swish", "x", x);
+  f32_arg(*this, "swish", "y", y);
+  require_same_shape("swish", "x", x, "y", y);
+  if (x.numel()) swish_impl(x, y);
+}
+
+void Backend::swish_backward(const Tensor& dy, const Tensor& x, const Tensor& dx) {
+  f32_arg(*this, "swish_backward", "dy", dy);
+  f32_arg(*this, "swish_backward", "x", x);
+  f32_arg(*this, "swish_backward", "dx", dx);
+  require_same_shape("swish_backward", "dy", dy, "x", x);
+  require_same_shape("swish_backward", "dy", dy, "dx", dx);
+  if (dy.numel()) swish_backward_impl(dy, x, dx);
+}
+
 void Backend::dropout(const Tensor& x, float p, uint64_t seed, uint64_t offset, const Tensor& y) {
   f32_arg(*this, "dropout", "x", x);
   f32_arg(*this, "dropout", "y", y);
@@ -322,13 +338,16 @@ void Backend::dropout_backward(const Tensor& dy, float p, uint64_t seed, uint64_
   if (dy.numel()) dropout_backward_impl(dy, p, seed, offset, dx);
 }
 
-void Backend::add_positions(const Tensor& x, int64_t start, const Tensor& y) {
+void Backend::add_positions(const Tensor& x, int64_t start, const Tensor& y,
+                            math::PositionLayout layout) {
   f32_arg(*this, "add_positions", "x", x);
   f32_arg(*this, "add_positions", "y", y);
   TX_CHECK(x.ndim() == 3, "add_positions: x ", x.shape().str(), " must be [batch, time, d_model]");
   require_same_shape("add_positions", "x", x, "y", y);
   TX_CHECK(start >= 0, "add_positions: start position ", start, " must be >= 0");
-  if (x.numel()) add_positions_impl(x, start, y);
+  TX_CHECK(layout == math::PositionLayout::interleaved || x.dim(2) % 2 == 0,
+           "add_positions: the [sin | cos] halves layout needs an even d_model, got ", x.dim(2));
+  if (x.numel()) add_positions_impl(x, start, y, layout);
 }
 
 void Backend::cast(const Tensor& x, const Tensor& y) {

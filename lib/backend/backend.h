@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/device_math.h"  // math::PositionLayout
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/tensor.h"
@@ -94,14 +95,19 @@ class Backend {
   void scale(const Tensor& x, float alpha, const Tensor& y);                // y = alpha * x
   void relu(const Tensor& x, const Tensor& y);                              // y = max(x, 0)
   void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx);  // dx += dy * (y > 0)
+  // y = x * sigmoid(x) (math::swish); swish_backward: dx += dy * swish'(x), from the input x.
+  void swish(const Tensor& x, const Tensor& y);
+  void swish_backward(const Tensor& dy, const Tensor& x, const Tensor& dx);
   // y = x * keep / (1 - p), keep_i = dropout_uniform(seed, offset + i) >= p (core/rng.h), so the
   // mask is recomputed in the backward pass and equal on every backend.
   void dropout(const Tensor& x, float p, uint64_t seed, uint64_t offset, const Tensor& y);
   void dropout_backward(const Tensor& dy, float p, uint64_t seed, uint64_t offset,
                         const Tensor& dx);
-  // y = x + PE(start + t) for x [B, T, D], the sinusoidal encoding of the paper (section 3.5):
+  // y = x + PE(start + t) for x [B, T, D], the sinusoidal encoding of the paper (section 3.5)
+  // in `layout` (math::PositionLayout; the halves layouts need an even D): by default
   // PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(pos / 10000^(2i/D)).
-  void add_positions(const Tensor& x, int64_t start, const Tensor& y);
+  void add_positions(const Tensor& x, int64_t start, const Tensor& y,
+                     math::PositionLayout layout = math::PositionLayout::interleaved);
   // Converts between f32, f16, bf16, i32 and i8 (values rounded to nearest even; i32 and i8
   // from float truncate towards zero, saturate at their range, and map NaN to 0).
   void cast(const Tensor& x, const Tensor& y);
@@ -167,9 +173,11 @@ class Backend {
 
   // ---- lookup and reordering -----------------------------------------------------------------
   // dst[m] = scale * src[index[m]] for src [N, ...], index i32 [M], dst [M, ...]: embedding
-  // lookup and beam reordering. Indices outside [0, N) are an error.
+  // lookup and beam reordering. Index -1 writes a zero row (a token with no embedding: Marian's
+  // start of decoding, a padding id of -1); other indices outside [0, N) are an error.
   void gather_rows(const Tensor& src, const Tensor& index, const Tensor& dst, float scale = 1.0f);
-  // dst[index[m]] += scale * src[m]: the embedding gradient (repeated indices accumulate).
+  // dst[index[m]] += scale * src[m]: the embedding gradient (repeated indices accumulate; rows
+  // of index -1 are skipped, gather_rows' zero rows).
   void scatter_add_rows(const Tensor& src, const Tensor& index, const Tensor& dst,
                         float scale = 1.0f);
   // The k largest entries of each row of x [R, C], in descending order (ties: lower index
@@ -258,11 +266,14 @@ class Backend {
   virtual void scale_impl(const Tensor& x, float alpha, const Tensor& y) = 0;
   virtual void relu_impl(const Tensor& x, const Tensor& y) = 0;
   virtual void relu_backward_impl(const Tensor& dy, const Tensor& y, const Tensor& dx) = 0;
+  virtual void swish_impl(const Tensor& x, const Tensor& y) = 0;
+  virtual void swish_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& dx) = 0;
   virtual void dropout_impl(const Tensor& x, float p, uint64_t seed, uint64_t offset,
                             const Tensor& y) = 0;
   virtual void dropout_backward_impl(const Tensor& dy, float p, uint64_t seed, uint64_t offset,
                                      const Tensor& dx) = 0;
-  virtual void add_positions_impl(const Tensor& x, int64_t start, const Tensor& y) = 0;
+  virtual void add_positions_impl(const Tensor& x, int64_t start, const Tensor& y,
+                                  math::PositionLayout layout) = 0;
   virtual void cast_impl(const Tensor& x, const Tensor& y) = 0;
   virtual void softmax_impl(const Tensor& x, float scale, const Tensor& key_lengths, bool causal,
                             const Tensor& y) = 0;

@@ -3,7 +3,7 @@
 // __device__ under nvcc). The CPU conformance tests therefore exercise the arithmetic the GPU
 // runs: Adam's step, LayerNorm's normalisation and gradient, the label-smoothed loss, the
 // dropout mask (bit-identical on every device: a pure function of (seed, index)), the
-// sinusoidal position table, the attention mask rule and the dtype conversions.
+// sinusoidal position tables, swish, the attention mask rule and the dtype conversions.
 //
 // Only plain arithmetic lives here: no loops over rows (each backend parallelises its own way),
 // no allocation, no virtual calls.
@@ -113,12 +113,48 @@ TX_HOST_DEVICE inline float dropout_value(float x, uint64_t seed, uint64_t index
 
 // ---- sinusoidal positions -----------------------------------------------------------------------
 
-// PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(pos / 10000^(2i/D)), in double:
-// positions reach thousands, where a float angle loses the low digits of sin and cos.
-TX_HOST_DEVICE inline float sinusoid(int64_t pos, int64_t i, int64_t d_model) {
-  const double freq = pow(10000.0, -static_cast<double>(i - i % 2) / static_cast<double>(d_model));
+// Where sin and cos go in a row of the table, and their frequencies. The models tx reads were
+// trained with one of three tables; a model computes with its own or translates wrongly.
+enum class PositionLayout : int {
+  // tx (the paper, section 3.5): PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos.
+  interleaved = 0,
+  // Marian, fairseq, tensor2tensor: [sin | cos] halves, PE(pos, i) = sin(pos * f_i) and
+  // PE(pos, D/2 + i) = cos(pos * f_i) for i < D/2, f_i = exp(-i ln(10000) / (D/2 - 1)).
+  halves = 1,
+  // Hugging Face's MarianMTModel: the same halves with f_i = 10000^(-2i/D) (its
+  // MarianSinusoidalPositionalEmbedding), slightly other frequencies than Marian's own.
+  halves_hf = 2,
+};
+
+// PE(pos, i) of `layout`, in double: positions reach thousands, where a float angle loses the
+// low digits of sin and cos. The halves layouts need an even D.
+TX_HOST_DEVICE inline float sinusoid(int64_t pos, int64_t i, int64_t d_model,
+                                     PositionLayout layout = PositionLayout::interleaved) {
+  if (layout == PositionLayout::interleaved) {
+    const double freq =
+        pow(10000.0, -static_cast<double>(i - i % 2) / static_cast<double>(d_model));
+    const double angle = static_cast<double>(pos) * freq;
+    return static_cast<float>(i % 2 == 0 ? sin(angle) : cos(angle));
+  }
+  const int64_t half = d_model / 2, j = i < half ? i : i - half;
+  const double steps =
+      layout == PositionLayout::halves ? static_cast<double>(half - 1) : static_cast<double>(half);
+  const double freq = ::exp(-static_cast<double>(j) * ::log(10000.0) / (steps > 0 ? steps : 1.0));
   const double angle = static_cast<double>(pos) * freq;
-  return static_cast<float>(i % 2 == 0 ? sin(angle) : cos(angle));
+  return static_cast<float>(i < half ? sin(angle) : cos(angle));
+}
+
+// ---- activations --------------------------------------------------------------------------------
+
+// Swish (SiLU): x * sigmoid(x), Marian's --transformer-ffn-activation swish and Hugging Face's
+// "swish"/"silu". exp(-x) overflows to inf for x < -88, giving x / inf = -0: the right limit.
+TX_HOST_DEVICE inline float swish(float x) {
+  return x / (1.0f + expf(-x));
+}
+// d swish / dx = s + x s (1 - s), s = sigmoid(x).
+TX_HOST_DEVICE inline float swish_grad(float x) {
+  const float s = 1.0f / (1.0f + expf(-x));
+  return s + x * s * (1.0f - s);
 }
 
 // ---- attention mask -----------------------------------------------------------------------------

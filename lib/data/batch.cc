@@ -3,19 +3,25 @@
 #include <numeric>
 
 #include "core/error.h"
-#include "data/vocab.h"
 
 namespace tx::data {
 namespace {
 
-// Writes `prefix` (when >= 0), `ids`, `suffix` (when >= 0) into a row of `width`, pad after.
-void fill_row(int32_t* row, int64_t width, int32_t prefix, const int32_t* ids, int64_t n,
-              int32_t suffix) {
+// A row's first or last id, or none.
+struct Edge {
+  bool present = false;
+  int32_t id = 0;
+};
+constexpr Edge kNone{};
+
+// Writes `prefix`, `ids`, `suffix` into a row of `width`, pad after.
+void fill_row(int32_t* row, int64_t width, Edge prefix, const int32_t* ids, int64_t n, Edge suffix,
+              int32_t pad) {
   int64_t k = 0;
-  if (prefix >= 0) row[k++] = prefix;
+  if (prefix.present) row[k++] = prefix.id;
   for (int64_t i = 0; i < n; ++i) row[k++] = ids[i];
-  if (suffix >= 0) row[k++] = suffix;
-  for (; k < width; ++k) row[k] = Vocab::kPadId;
+  if (suffix.present) row[k++] = suffix.id;
+  for (; k < width; ++k) row[k] = pad;
 }
 
 int64_t sum(const std::vector<int32_t>& v) {
@@ -31,13 +37,15 @@ int64_t Batch::tgt_tokens() const {
   return sum(tgt_lengths);
 }
 
-Batch make_batch(const ParallelCorpus& corpus, const int64_t* indices, int64_t count) {
+Batch make_batch(const ParallelCorpus& corpus, const int64_t* indices, int64_t count,
+                 const SpecialIds& ids) {
   Batch b;
-  fill_batch(corpus, indices, count, b);
+  fill_batch(corpus, indices, count, b, ids);
   return b;
 }
 
-void fill_batch(const ParallelCorpus& corpus, const int64_t* indices, int64_t count, Batch& b) {
+void fill_batch(const ParallelCorpus& corpus, const int64_t* indices, int64_t count, Batch& b,
+                const SpecialIds& ids) {
   b.size = count;
   b.src_len = 0;
   b.tgt_len = 0;
@@ -55,16 +63,17 @@ void fill_batch(const ParallelCorpus& corpus, const int64_t* indices, int64_t co
   b.tgt_lengths.resize(count);
   for (int64_t r = 0; r < count; ++r) {
     TokenSpan x = corpus.src(indices[r]), y = corpus.tgt(indices[r]);
-    fill_row(&b.src[r * b.src_len], b.src_len, -1, x.data, x.size, Vocab::kEosId);
-    fill_row(&b.tgt_in[r * b.tgt_len], b.tgt_len, Vocab::kBosId, y.data, y.size, -1);
-    fill_row(&b.tgt_out[r * b.tgt_len], b.tgt_len, -1, y.data, y.size, Vocab::kEosId);
+    fill_row(&b.src[r * b.src_len], b.src_len, kNone, x.data, x.size, {true, ids.eos}, ids.pad);
+    fill_row(&b.tgt_in[r * b.tgt_len], b.tgt_len, {true, ids.start}, y.data, y.size, kNone,
+             ids.pad);
+    fill_row(&b.tgt_out[r * b.tgt_len], b.tgt_len, kNone, y.data, y.size, {true, ids.eos}, ids.pad);
     b.src_lengths[r] = static_cast<int32_t>(source_row_length(x.size));
     b.tgt_lengths[r] = static_cast<int32_t>(target_row_length(y.size));
   }
 }
 
 SourceBatch make_source_batch(const std::vector<const std::vector<int32_t>*>& rows,
-                              const std::vector<int64_t>& indices) {
+                              const std::vector<int64_t>& indices, const SpecialIds& ids) {
   TX_CHECK(rows.size() == indices.size(), "make_source_batch: ", rows.size(), " rows but ",
            indices.size(), " indices");
   SourceBatch b;
@@ -78,7 +87,7 @@ SourceBatch make_source_batch(const std::vector<const std::vector<int32_t>*>& ro
   for (int64_t r = 0; r < b.size; ++r) {
     const auto& x = *rows[r];
     int64_t n = static_cast<int64_t>(x.size());
-    fill_row(&b.src[r * b.src_len], b.src_len, -1, x.data(), n, Vocab::kEosId);
+    fill_row(&b.src[r * b.src_len], b.src_len, kNone, x.data(), n, {true, ids.eos}, ids.pad);
     b.src_lengths[r] = static_cast<int32_t>(source_row_length(n));
   }
   return b;

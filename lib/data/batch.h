@@ -1,6 +1,7 @@
 // Batch and SourceBatch: sentences as right-padded id matrices in host memory, ready to upload.
 //
-// Layout (pad = 0, bos = 2, eos = 3; x a source sentence, y its target):
+// Layout (tx's ids pad = 0, bos = 2, eos = 3, or a model's SpecialIds; x a source sentence, y
+// its target):
 //   src     [B, S]  x + [eos], then pad     src_lengths [B] = len(x) + 1
 //   tgt_in  [B, T]  [bos] + y, then pad     tgt_lengths [B] = len(y) + 1
 //   tgt_out [B, T]  y + [eos], then pad     (the loss skips pad)
@@ -13,8 +14,23 @@
 #include <vector>
 
 #include "data/corpus.h"
+#include "io/model_config.h"
 
 namespace tx::data {
+
+// The ids a batch is built with: a model's (io::ModelConfig pad_id, eos_id, decoder_start_id).
+// pad -1 pads with -1 (embedded as zero rows, ignored by the loss); start -1 starts the
+// decoder from a zero vector (Marian).
+struct SpecialIds {
+  int32_t pad = 0;
+  int32_t eos = 3;
+  int32_t start = 2;
+};
+
+// The ids batches of a model are built with.
+inline SpecialIds special_ids(const io::ModelConfig& c) {
+  return {c.pad_id, c.eos_id, c.decoder_start_id};
+}
 
 struct Batch {
   int64_t size = 0;     // B: sentence pairs
@@ -53,13 +69,15 @@ inline int64_t target_row_length(int64_t tokens) {
 }  // + bos or eos
 
 // The batch of corpus pairs `indices[0..count)`, rows in that order.
-Batch make_batch(const ParallelCorpus& corpus, const int64_t* indices, int64_t count);
+Batch make_batch(const ParallelCorpus& corpus, const int64_t* indices, int64_t count,
+                 const SpecialIds& ids = {});
 // The same into `batch`, reusing its buffers: a training loop allocates only while batches
 // still grow.
-void fill_batch(const ParallelCorpus& corpus, const int64_t* indices, int64_t count, Batch& batch);
+void fill_batch(const ParallelCorpus& corpus, const int64_t* indices, int64_t count, Batch& batch,
+                const SpecialIds& ids = {});
 
 // The source batch of `rows` (ids without eos), tagged with their input line numbers.
 SourceBatch make_source_batch(const std::vector<const std::vector<int32_t>*>& rows,
-                              const std::vector<int64_t>& indices);
+                              const std::vector<int64_t>& indices, const SpecialIds& ids = {});
 
 }  // namespace tx::data

@@ -125,7 +125,7 @@ bool Batcher::next(Batch& batch) {
   }
   int64_t b = position_.batch++;
   int64_t first = plan_.starts[b];
-  fill_batch(corpus_, plan_.order.data() + first, plan_.starts[b + 1] - first, batch);
+  fill_batch(corpus_, plan_.order.data() + first, plan_.starts[b + 1] - first, batch, options_.ids);
   return true;
 }
 

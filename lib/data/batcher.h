@@ -29,6 +29,7 @@ struct BatcherOptions {
   // false: no shuffling; windows in corpus order and batches in sorted order (validation,
   // scoring).
   bool shuffle = true;
+  SpecialIds ids;  // the model's pad, eos and decoder start (data::special_ids)
 };
 
 // Where the batcher is: the next batch it returns is batch `batch` of epoch `epoch`

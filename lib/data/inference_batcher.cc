@@ -38,7 +38,7 @@ std::vector<SourceBatch> make_source_batches(const std::vector<std::vector<int32
   std::vector<const std::vector<int32_t>*> rows;
   std::vector<int64_t> indices;
   auto emit = [&] {
-    batches.push_back(make_source_batch(rows, indices));
+    batches.push_back(make_source_batch(rows, indices, options.ids));
     rows.clear();
     indices.clear();
   };

@@ -31,6 +31,8 @@ struct InferenceBatcherOptions {
   // --max-length-crop and CTranslate2's max_input_length do. The Translator sets it to what
   // the model's positions cover, which also bounds attention memory for a runaway line.
   int64_t max_source_tokens = 0;
+  // The model's pad and eos (the Translator sets them from the model's config).
+  SpecialIds ids;
 };
 
 // Crops `ids` to `max_tokens` (0: no limit); returns whether it did.

@@ -2,7 +2,11 @@
 
 #include <sentencepiece_processor.h>
 #include <sys/stat.h>
+#include <yaml-cpp/yaml.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <type_traits>
 
 #include "core/error.h"
@@ -12,11 +16,23 @@ namespace tx::data {
 
 static_assert(std::is_same_v<int, int32_t>, "SentencePiece's ids are int; tx's are int32_t");
 
-Vocab::Vocab(const std::string& path)
-    : path_(path), sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
+namespace {
+
+bool is_file(const std::string& path) {
   struct stat st;
-  TX_CHECK(::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode), "cannot load vocabulary '", path,
-           "': no such file; give the .spm file tx-train wrote beside the model");
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+void Vocab::load_spm(const std::string& path, const char* fix) {
+  TX_CHECK(is_file(path), "cannot load vocabulary '", path, "': no such file; ", fix);
+  sp_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
   sentencepiece::util::Status status;
   try {
     status = sp_->Load(path);
@@ -24,7 +40,11 @@ Vocab::Vocab(const std::string& path)
     status = sentencepiece::util::Status(sentencepiece::util::StatusCode::kInternal, e.what());
   }
   TX_CHECK(status.ok(), "cannot load vocabulary '", path, "': not a SentencePiece model (",
-           status.message(), "); give the .spm file tx-train ", "wrote beside the model");
+           status.message(), "); ", fix);
+}
+
+Vocab::Vocab(const std::string& path) : path_(path) {
+  load_spm(path, "give the .spm file tx-train wrote beside the model");
   // Ids are baked into the embeddings: a model with another layout would silently read pad as
   // a word, so refuse it by name.
   bool same = sp_->pad_id() == kPadId && sp_->unk_id() == kUnkId && sp_->bos_id() == kBosId &&
@@ -35,6 +55,95 @@ Vocab::Vocab(const std::string& path)
            "it with spm_train --pad_id=0 --unk_id=1 --bos_id=2 --eos_id=3");
 }
 
+Vocab Vocab::marian(const std::string& path) {
+  Vocab v;
+  v.path_ = path;
+  if (ends_with(path, ".yml") || ends_with(path, ".yaml") || ends_with(path, ".json")) {
+    v.read_table(path);
+    return v;
+  }
+  TX_CHECK(!ends_with(path, ".fsv"), "vocabulary '", path,
+           "' is a factored vocabulary (.fsv), which tx does not read; use a model trained "
+           "with a plain .yml or .spm vocabulary");
+  v.load_spm(path,
+             "give the model's .spm or .yml vocabulary (marian-decoder's -v/--vocabs, in the "
+             "order source target)");
+  v.pad_ = v.sp_->pad_id();
+  v.unk_ = v.sp_->unk_id();
+  v.bos_ = v.sp_->bos_id();
+  v.eos_ = v.sp_->eos_id();
+  return v;
+}
+
+Vocab Vocab::pieces(const std::string& spm, const std::string& table) {
+  Vocab v;
+  v.path_ = table;
+  v.load_spm(spm, "the Hugging Face directory needs source.spm and target.spm");
+  v.read_table(table);
+  return v;
+}
+
+void Vocab::read_table(const std::string& path) {
+  TX_CHECK(is_file(path), "cannot load vocabulary '", path,
+           "': no such file; give the model's vocabulary file");
+  std::vector<std::pair<std::string, int64_t>> entries;
+  const std::string fix = "; give the model's own vocabulary (a token: id map)";
+  if (ends_with(path, ".json")) {
+    std::ifstream in(path, std::ios::binary);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(str("cannot load vocabulary '", path, "': not valid JSON (", e.what(), ")", fix));
+    }
+    TX_CHECK(j.is_object(), "cannot load vocabulary '", path, "': not a JSON object", fix);
+    for (const auto& [token, id] : j.items()) {
+      TX_CHECK(id.is_number_integer(), "vocabulary '", path, "': the id of '", token,
+               "' is not an integer", fix);
+      entries.emplace_back(token, id.get<int64_t>());
+    }
+  } else {
+    YAML::Node root;
+    try {
+      root = YAML::LoadFile(path);
+    } catch (const YAML::Exception& e) {
+      throw Error(str("cannot load vocabulary '", path, "': not valid YAML (", e.what(), ")", fix));
+    }
+    TX_CHECK(root.IsMap(), "cannot load vocabulary '", path, "': not a YAML map of token: id", fix);
+    for (const auto& kv : root) {
+      int64_t id = -1;
+      try {
+        id = kv.second.as<int64_t>();
+      } catch (const YAML::Exception&) {
+        throw Error(str("vocabulary '", path, "': the id of '", kv.first.Scalar(),
+                        "' is not an integer", fix));
+      }
+      entries.emplace_back(kv.first.Scalar(), id);
+    }
+  }
+  TX_CHECK(!entries.empty(), "vocabulary '", path, "' is empty", fix);
+  TX_CHECK(entries.size() < (1u << 30), "vocabulary '", path, "' is too large", fix);
+  table_.assign(entries.size(), std::string());
+  std::vector<bool> seen(entries.size(), false);
+  for (const auto& [token, id] : entries) {
+    TX_CHECK(id >= 0 && id < static_cast<int64_t>(entries.size()) && !seen[id], "vocabulary '",
+             path, "': token '", token, "' has id ", id, ", but the ", entries.size(),
+             " ids must be 0..", entries.size() - 1, " each once", fix);
+    seen[id] = true;
+    table_[id] = token;
+    index_.emplace(token, static_cast<int32_t>(id));
+  }
+  auto find = [&](const char* token) {
+    auto it = index_.find(token);
+    return it == index_.end() ? -1 : it->second;
+  };
+  eos_ = find("</s>");
+  unk_ = find("<unk>");
+  pad_ = find("<pad>");
+  bos_ = find("<s>");
+  TX_CHECK(eos_ >= 0, "vocabulary '", path, "' has no '</s>' token", fix);
+}
+
 Vocab::~Vocab() = default;
 Vocab::Vocab(Vocab&&) noexcept = default;
 Vocab& Vocab::operator=(Vocab&&) noexcept = default;
@@ -43,6 +152,22 @@ std::vector<int32_t> Vocab::encode(std::string_view line) const {
   std::string problem = describe_invalid_utf8(line);
   TX_CHECK(problem.empty(), problem, "; convert the text to UTF-8");
   std::vector<int32_t> ids;  // SentencePiece's std::vector<int>: no copy
+  if (!table_.empty()) {
+    auto number = [&](const std::string& piece) {
+      auto it = index_.find(piece);
+      ids.push_back(it != index_.end() ? it->second : unk_);
+    };
+    if (!sp_) {  // Marian's default vocabulary: tokens between spaces
+      std::istringstream words{std::string(line)};
+      for (std::string word; words >> word;) number(word);
+      return ids;
+    }
+    std::vector<std::string> pieces;
+    auto status = sp_->Encode(line, &pieces);
+    TX_CHECK(status.ok(), "cannot encode a line with '", path_, "': ", status.message());
+    for (const std::string& piece : pieces) number(piece);
+    return ids;
+  }
   auto status = sp_->Encode(line, &ids);
   TX_CHECK(status.ok(), "cannot encode a line with '", path_, "': ", status.message());
   return ids;
@@ -62,6 +187,21 @@ std::string Vocab::decode(const int32_t* ids, size_t count) const {
     v[i] = ids[i];
   }
   std::string text;
+  if (!table_.empty()) {
+    // Special tokens give no text, as SentencePiece's decoding of tx's ids.
+    std::vector<std::string> pieces;
+    for (int id : v)
+      if (id != eos_ && id != pad_ && id != bos_) pieces.push_back(table_[id]);
+    if (!sp_) {
+      for (size_t i = 0; i < pieces.size(); ++i) text += (i ? " " : "") + pieces[i];
+      return text;
+    }
+    auto status = sp_->Decode(pieces, &text);
+    TX_CHECK(status.ok(), "cannot decode pieces with '", path_, "': ", status.message());
+    // MarianTokenizer strips the text it decodes (a final "▁" piece leaves a space).
+    const size_t first = text.find_first_not_of(' '), last = text.find_last_not_of(' ');
+    return first == std::string::npos ? std::string() : text.substr(first, last - first + 1);
+  }
   auto status = sp_->Decode(v, &text);
   TX_CHECK(status.ok(), "cannot decode ids with '", path_, "': ", status.message());
   return text;
@@ -70,11 +210,11 @@ std::string Vocab::decode(const int32_t* ids, size_t count) const {
 std::string Vocab::piece(int32_t id) const {
   TX_CHECK(id >= 0 && id < size(), "id ", id, " is outside the vocabulary '", path_, "' (0..",
            size() - 1, ")");
-  return sp_->IdToPiece(id);
+  return table_.empty() ? sp_->IdToPiece(id) : table_[id];
 }
 
 int32_t Vocab::size() const {
-  return sp_->GetPieceSize();
+  return table_.empty() ? sp_->GetPieceSize() : static_cast<int32_t>(table_.size());
 }
 
 }  // namespace tx::data

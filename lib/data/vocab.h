@@ -7,12 +7,20 @@
 //   bos 2  the first decoder input
 //   eos 3  ends every source row and every target sequence
 // A model file is an ordinary SentencePiece model (`spm_encode --model=vocab.spm` reads it).
+//
+// Models made elsewhere bring their own vocabularies (docs/models.md), made by the named
+// constructors below: Marian's `.yml` token lists (text split at spaces, the way marian-decoder
+// reads pre-segmented text), a SentencePiece model whose own ids are the model's (Marian's
+// `.spm`), and Hugging Face's pair of a SentencePiece model that segments and a `vocab.json`
+// that numbers the pieces. Their special ids are whatever the tokens `</s>`, `<unk>`, `<pad>`
+// and `<s>` have (-1 when absent).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace sentencepiece {
@@ -31,6 +39,12 @@ class Vocab {
   // Loads a SentencePiece model file (`<prefix>.spm`). Throws tx::Error naming the file when it
   // is missing, is not a SentencePiece model, or uses other special ids than the ones above.
   explicit Vocab(const std::string& path);
+  // A Marian vocabulary: `.yml` or `.json` (a token -> id map; text split at spaces) or a
+  // SentencePiece model (its own ids). Throws naming the file and the fix.
+  static Vocab marian(const std::string& path);
+  // Hugging Face's Marian tokenizer: `spm` segments a line into pieces, `table` (vocab.json,
+  // or a Marian .yml) numbers them; a piece it lacks is unk.
+  static Vocab pieces(const std::string& spm, const std::string& table);
   ~Vocab();
   Vocab(Vocab&&) noexcept;
   Vocab& operator=(Vocab&&) noexcept;
@@ -46,15 +60,23 @@ class Vocab {
   std::string piece(int32_t id) const;
 
   int32_t size() const;
-  int32_t pad_id() const { return kPadId; }
-  int32_t unk_id() const { return kUnkId; }
-  int32_t bos_id() const { return kBosId; }
-  int32_t eos_id() const { return kEosId; }
+  int32_t pad_id() const { return pad_; }
+  int32_t unk_id() const { return unk_; }
+  int32_t bos_id() const { return bos_; }
+  int32_t eos_id() const { return eos_; }
   const std::string& path() const { return path_; }
 
  private:
+  Vocab() = default;
+  // Reads a token -> id map (YAML or JSON) into table_ and index_; finds the special ids.
+  void read_table(const std::string& path);
+  void load_spm(const std::string& path, const char* fix);
+
   std::string path_;
-  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;  // segments (and numbers if no table)
+  std::vector<std::string> table_;                             // id -> piece, when a table numbers
+  std::unordered_map<std::string, int32_t> index_;             // piece -> id
+  int32_t pad_ = kPadId, unk_ = kUnkId, bos_ = kBosId, eos_ = kEosId;
 };
 
 }  // namespace tx::data

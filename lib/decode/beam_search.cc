@@ -23,7 +23,8 @@ constexpr float kDeadBelow = -1e29f;
 // One sentence while it is searched.
 struct Sentence {
   int64_t index = 0;       // the caller's
-  int64_t max_length = 0;  // output tokens at most (eos not counted)
+  int64_t max_length = 0;  // output tokens at most (eos not counted); marian: the last step
+  bool empty_source = false;
   bool done = false;
   std::vector<Hypothesis> finished;
 };
@@ -73,18 +74,30 @@ void BeamSearchOptions::validate() const {
 BeamSearch::BeamSearch(Backend& be, const nn::Transformer& model, BeamSearchOptions options)
     : be_(be), model_(model), options_(options), vocab_(model.config().tgt_vocab_size) {
   options_.validate();
-  TX_CHECK(vocab_ > Vocab::kEosId, "beam search: the target vocabulary has ", vocab_,
-           " ids; it needs at least pad, unk, bos and eos");
+  const io::ModelConfig& config = model.config();
+  TX_CHECK(config.eos_id >= 0 && config.eos_id < vocab_, "beam search: eos id ", config.eos_id,
+           " is outside the target vocabulary of ", vocab_, " ids");
+  // pad, bos and unk (unless allowed) are never produced; a model without one has -1.
   std::vector<float> mask(static_cast<size_t>(vocab_), 0.0f);
-  mask[Vocab::kPadId] = kDead;
-  mask[Vocab::kBosId] = kDead;
-  if (!options_.allow_unk) mask[Vocab::kUnkId] = kDead;
+  auto forbid = [&](int32_t id) {
+    if (id >= 0 && id < vocab_ && id != config.eos_id) mask[id] = kDead;
+  };
+  forbid(config.pad_id);
+  forbid(config.bos_id);
+  if (!options_.allow_unk) forbid(config.unk_id);
   mask_ = be_.upload(mask, {vocab_});
-  mask[Vocab::kEosId] = kDead;
+  mask[config.eos_id] = kDead;
   mask_no_eos_ = be_.upload(mask, {vocab_});
 }
 
 int64_t BeamSearch::max_output_length(int64_t source_tokens) const {
+  if (options_.rule == SearchRule::marian) {
+    // Marian ends the search after the step t with t + 1 >= factor * (source tokens + eos).
+    const double limit =
+        static_cast<double>(options_.max_length_a) * static_cast<double>(source_tokens + 1);
+    const auto last = std::max<int64_t>(static_cast<int64_t>(std::ceil(limit)) - 1, 0);
+    return std::min<int64_t>(last, model_.config().max_length - 1);
+  }
   auto length =
       static_cast<int64_t>(std::floor(options_.max_length_a * static_cast<float>(source_tokens))) +
       options_.max_length_b;
@@ -182,7 +195,7 @@ BeamSearch::Cohort BeamSearch::start(Graph& g, std::vector<SourceSentence> sente
   for (const SourceSentence& s : sentences)
     c.source_width = std::max<int64_t>(c.source_width, s.ids.size());
   const int64_t S = c.source_width;
-  std::vector<int32_t> src(static_cast<size_t>(B * S), Vocab::kPadId), lengths;
+  std::vector<int32_t> src(static_cast<size_t>(B * S), model_.config().pad_id), lengths;
   // Every beam of a sentence would start from bos with the same score, so the first step runs
   // on one row per sentence (width 1) and its candidates fan each sentence out into `beam`
   // rows (the next reorder): 1 / beam of that step's decoder work.
@@ -193,10 +206,11 @@ BeamSearch::Cohort BeamSearch::start(Graph& g, std::vector<SourceSentence> sente
     Sentence s;
     s.index = sentences[b].index;
     s.max_length = max_output_length(static_cast<int64_t>(ids.size()) - 1);
+    s.empty_source = ids.size() <= 1;
     steps = std::max(steps, s.max_length + 1);
     c.sentences.push_back(std::move(s));
     c.active.push_back(b);
-    c.rows.push_back(Row{static_cast<int32_t>(b), Vocab::kBosId, 0.0f});
+    c.rows.push_back(Row{static_cast<int32_t>(b), model_.config().decoder_start_id, 0.0f});
   }
   const Tensor src_lengths = be_.upload(lengths, {B});
   Var memory = model_.encode(g, be_.upload(src, {B, S}), src_lengths);
@@ -210,6 +224,7 @@ BeamSearch::Cohort BeamSearch::start(Graph& g, std::vector<SourceSentence> sente
 
 void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) {
   const int64_t V = vocab_;
+  const int32_t eos = model_.config().eos_id;
   const int beam = options_.beam_size;
   const int K = 2 * beam;
   std::vector<int32_t> tokens;
@@ -292,12 +307,13 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
     // entry, scored as beam_top_k scores it (R values, not a mask of R * V).
     std::vector<float> eos_scores;
     bool at_limit = false;
-    for (int64_t k : c.active) at_limit |= t >= c.sentences[k].max_length;
+    const bool marian = options_.rule == SearchRule::marian;
+    for (int64_t k : c.active) at_limit |= !marian && t >= c.sentences[k].max_length;
     if (at_limit) {
       // Without scores the logits are already masked and only eos's deadness matters.
       if (log_probs) be_.log_softmax(lp, lp);
       std::vector<int32_t> eos_index(static_cast<size_t>(R));
-      for (int64_t r = 0; r < R; ++r) eos_index[r] = static_cast<int32_t>(r * V + Vocab::kEosId);
+      for (int64_t r = 0; r < R; ++r) eos_index[r] = static_cast<int32_t>(r * V + eos);
       Tensor picked = be_.empty({R, 1});
       be_.gather_rows(lp.view({R * V, 1}), be_.upload(eos_index, {R}), picked);
       eos_scores = be_.download<float>(picked);
@@ -309,15 +325,48 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
     std::vector<int64_t> next_active;
     for (int64_t k = 0; k < A; ++k) {
       Sentence& s = c.sentences[c.active[k]];
+      // generate() with one beam is greedy search: the fairseq rule's.
+      const bool hf = options_.rule == SearchRule::huggingface && beam > 1;
       auto finish = [&](int32_t row, float score) {
-        if (static_cast<int>(s.finished.size()) >= beam) return;
+        if (!hf && static_cast<int>(s.finished.size()) >= beam) return;
         const std::vector<int32_t> h = c.trail.ids(c.rows[row].last);
         if (!log_probs) score = std::numeric_limits<float>::quiet_NaN();
         s.finished.push_back({h, score, normalise(score, h.size() + 1, options_.length_penalty)});
+        if (hf && static_cast<int>(s.finished.size()) > beam) {
+          // BeamHypotheses.add: the worst leaves (the earliest of equals).
+          auto worst = std::min_element(
+              s.finished.begin(), s.finished.end(),
+              [](const Hypothesis& a, const Hypothesis& b) { return a.score < b.score; });
+          s.finished.erase(worst);
+        }
       };
       const bool was_done = s.done;
       std::vector<Row> live;
-      if (!s.done && t >= s.max_length) {
+      if (marian && !s.done) {
+        // Marian's rule: as many candidates as the sentence has live hypotheses.
+        const int slots = beam - static_cast<int>(s.finished.size());
+        const bool last = t >= s.max_length;
+        if (s.empty_source && t == 0) s.finished.push_back({{}, 0.0f, 0.0f});
+        for (int i = 0, taken = 0; i < top && !s.empty_source && taken < slots; ++i, ++taken) {
+          const float score = values[k * top + i];
+          if (score < kDeadBelow) break;
+          const int32_t row = static_cast<int32_t>(k * width + ids[k * top + i] / V);
+          const int32_t token = ids[k * top + i] % V;
+          if (token == eos) {
+            finish(row, score);
+          } else if (last) {
+            std::vector<int32_t> h = c.trail.ids(c.rows[row].last);
+            h.push_back(token);
+            const float shown = log_probs ? score : std::numeric_limits<float>::quiet_NaN();
+            s.finished.push_back({h, shown, normalise(shown, h.size(), options_.length_penalty)});
+          } else {
+            live.push_back(Row{row, token, score, c.trail.extend(c.rows[row].last, token)});
+          }
+        }
+        if (static_cast<int>(s.finished.size()) >= beam || live.empty() || s.empty_source)
+          s.done = true;
+      }
+      if (!marian && !s.done && t >= s.max_length) {
         std::vector<int32_t> ending(static_cast<size_t>(width));
         for (int i = 0; i < width; ++i) ending[i] = static_cast<int32_t>(k * width + i);
         std::stable_sort(ending.begin(), ending.end(),
@@ -325,13 +374,14 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
         for (int32_t row : ending)
           if (eos_scores[row] >= kDeadBelow) finish(row, eos_scores[row]);
       }
-      for (int i = 0;
-           i < top && !s.done && t < s.max_length && static_cast<int>(live.size()) < beam; ++i) {
+      for (int i = 0; i < top && !marian && !s.done && t < s.max_length &&
+                      static_cast<int>(live.size()) < beam;
+           ++i) {
         const float score = values[k * top + i];
         if (score < kDeadBelow) break;  // sorted: the rest are dead too
         const int32_t row = static_cast<int32_t>(k * width + ids[k * top + i] / V);
         const int32_t token = ids[k * top + i] % V;
-        if (token == Vocab::kEosId) {
+        if (token == eos) {
           // Only an eos among the best `beam` candidates ends a hypothesis (fairseq's and
           // CTranslate2's rule); a worse one, reached while filling the live rows, is dropped,
           // or weak endings would fill the finished list and stop the search early.
@@ -340,7 +390,16 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
           live.push_back(Row{row, token, score, c.trail.extend(c.rows[row].last, token)});
         }
       }
-      if (static_cast<int>(s.finished.size()) >= beam || live.empty()) s.done = true;
+      if (hf && !s.done && !live.empty() && static_cast<int>(s.finished.size()) >= beam &&
+          t < s.max_length) {
+        // BeamHypotheses.is_done: the best this step's candidates could still reach.
+        float worst = s.finished.front().score;
+        for (const Hypothesis& h : s.finished) worst = std::min(worst, h.score);
+        const float best = normalise(values[k * top], t + 1, options_.length_penalty);
+        s.done = worst >= best;
+      } else if (static_cast<int>(s.finished.size()) >= beam || live.empty()) {
+        s.done = true;
+      }
       if (s.done && !was_done) {
         NBest nb = std::move(s.finished);
         std::stable_sort(nb.begin(), nb.end(), [](const Hypothesis& x, const Hypothesis& y) {
@@ -355,7 +414,7 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
       }
       // Dead filler rows keep the block `beam` rows wide.
       while (static_cast<int>(live.size()) < beam)
-        live.push_back(Row{static_cast<int32_t>(k * width), Vocab::kEosId, kDead});
+        live.push_back(Row{static_cast<int32_t>(k * width), eos, kDead});
       for (Row& r : live) next_rows.push_back(std::move(r));
       next_active.push_back(c.active[k]);
     }

@@ -43,6 +43,24 @@
 
 namespace tx::decode {
 
+// How finished hypotheses leave the beam and when a sentence stops.
+enum class SearchRule {
+  // fairseq's and CTranslate2's (the top of this file): `beam` hypotheses stay live; an eos
+  // among the best `beam` candidates ends one; at the length limit only eos is allowed.
+  fairseq,
+  // Marian's (translator/beam_search.cpp): each hypothesis that ends shrinks the sentence's
+  // beam by one, every eos among the kept candidates ends one, and at the step where the
+  // output reaches max_length_a * (source tokens + 1) tokens (Marian's --max-length-factor,
+  // max_length_b unused) the kept hypotheses end as they are, without eos. An empty source
+  // gives an empty translation of score 0. The default for Marian models.
+  marian,
+  // Hugging Face generate()'s (BeamSearchScorer, early_stopping False): as fairseq, but the
+  // finished list keeps the best `beam` by score, and a sentence ends only once it has `beam`
+  // and the step's best candidate, normalised at the current length, cannot beat the worst
+  // of them. The default for Hugging Face models.
+  huggingface,
+};
+
 struct BeamSearchOptions {
   int beam_size = 5;
   int n_best = 1;  // hypotheses returned per sentence, 1 <= n_best <= beam_size
@@ -65,6 +83,7 @@ struct BeamSearchOptions {
   // false keeps done sentences' rows in the batch (scored as dead) until all are done: the
   // same results, more work; for tests and benchmarks of batch shrinking.
   bool shrink_batch = true;
+  SearchRule rule = SearchRule::fairseq;
 
   // Throws tx::Error naming the first invalid option and the fix.
   void validate() const;

@@ -60,6 +60,7 @@ Translator::Translator(Backend& be, const nn::Transformer& model, const data::Vo
            model.config().tgt_vocab_size, " ids but '", tgt_vocab.path(), "' has ",
            tgt_vocab.size(), "; give the vocabulary the model was trained with");
   if (options_.deterministic) options_.batching.max_sentences = 1;
+  options_.batching.ids = data::special_ids(model.config());
   // Positions 0 .. max_length - 1 hold the source tokens and eos.
   const int64_t fits = model.config().max_length - 1;
   if (options_.batching.max_source_tokens <= 0 || options_.batching.max_source_tokens > fits)

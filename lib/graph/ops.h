@@ -50,11 +50,13 @@ Var linear_relu(Graph& g, const Var& x, const Var& w, const Var& b, const Prepar
 Var add(Graph& g, const Var& a, const Var& b);   // a + b, same shapes (residuals)
 Var scale(Graph& g, const Var& x, float alpha);  // alpha * x
 Var relu(Graph& g, const Var& x);
+Var swish(Graph& g, const Var& x);  // x * sigmoid(x); its backward reads x
 // Inverted dropout with probability p; the identity (x itself) when the graph is not training
 // or p == 0. The mask comes from the graph's Rng and is recomputed in the backward.
 Var dropout(Graph& g, const Var& x, float p);
-// x [B, T, D] + the sinusoidal encoding of positions start, start+1, ...
-Var add_positions(Graph& g, const Var& x, int64_t start = 0);
+// x [B, T, D] + the sinusoidal encoding of positions start, start+1, ... in `layout`.
+Var add_positions(Graph& g, const Var& x, int64_t start = 0,
+                  math::PositionLayout layout = math::PositionLayout::interleaved);
 // The same elements seen with another shape (same element count).
 Var reshape(Graph& g, const Var& x, const Shape& shape);
 // dropout(relu(x), p) in one op whose backward reads only its output: a kept element is

@@ -1,4 +1,4 @@
-// Elementwise ops: add, scale, relu, dropout, positional encoding, reshape.
+// Elementwise ops: add, scale, relu, swish, dropout, positional encoding, reshape.
 #include "graph/ops.h"
 
 namespace tx::ops {
@@ -42,6 +42,18 @@ Var relu(Graph& g, const Var& x) {
   return y;
 }
 
+Var swish(Graph& g, const Var& x) {
+  const bool rec = g.recording({&x});
+  Var y = g.output(x->value.shape(), rec);
+  g.backend().swish(x->value, y->value);
+  if (rec) x->value_needed = true;
+  if (rec)
+    g.record([x, y](Graph& g) {
+      if (y->grad.defined()) g.backend().swish_backward(y->grad, x->value, g.grad(x));
+    });
+  return y;
+}
+
 Var dropout(Graph& g, const Var& x, float p) {
   if (!g.training() || p == 0.0f) return x;
   const uint64_t seed = g.rng().seed();
@@ -81,10 +93,10 @@ void release(Graph& g, const Var& x) {
   x->drop_value();
 }
 
-Var add_positions(Graph& g, const Var& x, int64_t start) {
+Var add_positions(Graph& g, const Var& x, int64_t start, math::PositionLayout layout) {
   const bool rec = g.recording({&x});
   Var y = g.output(x->value.shape(), rec);
-  g.backend().add_positions(x->value, start, y->value);
+  g.backend().add_positions(x->value, start, y->value, layout);
   if (rec)
     g.record([x, y](Graph& g) {
       if (y->grad.defined()) g.backend().axpy(1.0f, y->grad, g.grad(x));

@@ -1,5 +1,6 @@
 #include "io/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -50,6 +51,21 @@ void read_tied(const json& v, const std::string& key, const std::string& where,
         str(where, ": '", key, "' must be \"none\", \"decoder\" or \"all\", got ", v.dump()));
 }
 
+template <typename Enum>
+void read_enum(const json& v, const std::string& key, const std::string& where,
+               std::initializer_list<Enum> values, Enum* out) {
+  std::string s = v.is_string() ? v.get<std::string>() : "";
+  std::string names;
+  for (Enum e : values) {
+    if (s == name_of(e)) {
+      *out = e;
+      return;
+    }
+    names += str(names.empty() ? "" : ", ", "\"", name_of(e), "\"");
+  }
+  throw Error(str(where, ": '", key, "' must be one of ", names, ", got ", v.dump()));
+}
+
 // The double nearest the shortest decimal that reads back as `f`, so 0.1f is written "0.1"
 // rather than "0.10000000149011612" and still reads back bit-exact.
 double shortest(float f) {
@@ -77,6 +93,22 @@ const char* name_of(TiedEmbeddings tied) {
       return "decoder";
     case TiedEmbeddings::all:
       return "all";
+  }
+  return "?";
+}
+
+const char* name_of(Activation activation) {
+  return activation == Activation::swish ? "swish" : "relu";
+}
+
+const char* name_of(Positions positions) {
+  switch (positions) {
+    case Positions::interleaved:
+      return "interleaved";
+    case Positions::halves:
+      return "halves";
+    case Positions::halves_hf:
+      return "halves_hf";
   }
   return "?";
 }
@@ -124,6 +156,20 @@ void ModelConfig::validate(bool require_vocab, const std::string& where) const {
   check_rate(label_smoothing, "label_smoothing", where);
   TX_CHECK(std::isfinite(norm_eps) && norm_eps > 0.0f, where, ": norm_eps = ", norm_eps,
            " must be positive");
+  TX_CHECK(positions == Positions::interleaved || d_model % 2 == 0, where,
+           ": positions = ", name_of(positions), " needs an even d_model, got ", d_model);
+  TX_CHECK(position_offset >= 0, where, ": position_offset = ", position_offset,
+           " must not be negative");
+  auto check_id = [&](int32_t id, const char* key, int64_t vocab, bool optional) {
+    TX_CHECK((optional && id == -1) || (id >= 0 && (vocab == 0 || id < vocab)), where, ": ", key,
+             " = ", id, " must be a token id below the vocabulary size ", vocab,
+             optional ? " (or -1 for none)" : "");
+  };
+  check_id(pad_id, "pad_id", std::min(src_vocab_size, tgt_vocab_size), true);
+  check_id(unk_id, "unk_id", std::min(src_vocab_size, tgt_vocab_size), true);
+  check_id(bos_id, "bos_id", tgt_vocab_size, true);
+  check_id(eos_id, "eos_id", std::min(src_vocab_size, tgt_vocab_size), false);
+  check_id(decoder_start_id, "decoder_start_id", tgt_vocab_size, true);
   // With unknown sizes (0) the check waits until they are set.
   TX_CHECK(tied_embeddings != TiedEmbeddings::all || src_vocab_size == 0 || tgt_vocab_size == 0 ||
                src_vocab_size == tgt_vocab_size,
@@ -150,7 +196,20 @@ json ModelConfig::to_json() const {
               {"tied_embeddings", name_of(tied_embeddings)},
               {"pre_norm", pre_norm},
               {"max_length", max_length},
-              {"norm_eps", shortest(norm_eps)}};
+              {"norm_eps", shortest(norm_eps)},
+              {"embed_scale", embed_scale},
+              {"positions", name_of(positions)},
+              {"position_offset", position_offset},
+              {"embed_norm", embed_norm},
+              {"final_norm", final_norm},
+              {"activation", name_of(activation)},
+              {"output_bias", output_bias},
+              {"pad_id", pad_id},
+              {"unk_id", unk_id},
+              {"bos_id", bos_id},
+              {"eos_id", eos_id},
+              {"decoder_start_id", decoder_start_id},
+              {"marian_prenorm_cache", marian_prenorm_cache}};
 }
 
 std::string ModelConfig::to_json_string() const {
@@ -190,12 +249,41 @@ void ModelConfig::update(const json& j, const std::string& where) {
       read_int(v, key, where, &max_length);
     else if (key == "norm_eps")
       read_float(v, key, where, &norm_eps);
+    else if (key == "embed_scale")
+      read_bool(v, key, where, &embed_scale);
+    else if (key == "positions")
+      read_enum(v, key, where, {Positions::interleaved, Positions::halves, Positions::halves_hf},
+                &positions);
+    else if (key == "position_offset")
+      read_int(v, key, where, &position_offset);
+    else if (key == "embed_norm")
+      read_bool(v, key, where, &embed_norm);
+    else if (key == "final_norm")
+      read_bool(v, key, where, &final_norm);
+    else if (key == "activation")
+      read_enum(v, key, where, {Activation::relu, Activation::swish}, &activation);
+    else if (key == "output_bias")
+      read_bool(v, key, where, &output_bias);
+    else if (key == "pad_id")
+      read_int(v, key, where, &pad_id);
+    else if (key == "unk_id")
+      read_int(v, key, where, &unk_id);
+    else if (key == "bos_id")
+      read_int(v, key, where, &bos_id);
+    else if (key == "eos_id")
+      read_int(v, key, where, &eos_id);
+    else if (key == "decoder_start_id")
+      read_int(v, key, where, &decoder_start_id);
+    else if (key == "marian_prenorm_cache")
+      read_bool(v, key, where, &marian_prenorm_cache);
     else
       throw Error(str(where, ": unknown key '", key,
                       "'; check the spelling (keys: src_vocab_size, tgt_vocab_size, d_model, "
                       "d_ff, heads, encoder_layers, decoder_layers, dropout, attention_dropout, "
                       "relu_dropout, label_smoothing, tied_embeddings, pre_norm, max_length, "
-                      "norm_eps)"));
+                      "norm_eps, embed_scale, positions, position_offset, embed_norm, "
+                      "final_norm, activation, output_bias, pad_id, unk_id, bos_id, eos_id, "
+                      "decoder_start_id, marian_prenorm_cache)"));
   }
 }
 
@@ -223,7 +311,12 @@ bool ModelConfig::operator==(const ModelConfig& o) const {
          dropout == o.dropout && attention_dropout == o.attention_dropout &&
          relu_dropout == o.relu_dropout && label_smoothing == o.label_smoothing &&
          tied_embeddings == o.tied_embeddings && pre_norm == o.pre_norm &&
-         max_length == o.max_length && norm_eps == o.norm_eps;
+         max_length == o.max_length && norm_eps == o.norm_eps && embed_scale == o.embed_scale &&
+         positions == o.positions && position_offset == o.position_offset &&
+         embed_norm == o.embed_norm && final_norm == o.final_norm && activation == o.activation &&
+         output_bias == o.output_bias && pad_id == o.pad_id && unk_id == o.unk_id &&
+         bos_id == o.bos_id && eos_id == o.eos_id && decoder_start_id == o.decoder_start_id &&
+         marian_prenorm_cache == o.marian_prenorm_cache;
 }
 
 }  // namespace tx::io

@@ -20,6 +20,16 @@ enum class TiedEmbeddings {
 
 const char* name_of(TiedEmbeddings tied);
 
+// The feed-forward layer's activation: the paper's ReLU, or Swish (SiLU, x * sigmoid(x)) as
+// Marian's --transformer-ffn-activation swish and OPUS-MT models use.
+enum class Activation { relu, swish };
+const char* name_of(Activation activation);
+
+// The sinusoid table's layout (backend/device_math.h, math::PositionLayout): "interleaved" (tx,
+// the paper), "halves" (Marian, fairseq: [sin | cos]), "halves_hf" (Hugging Face's Marian).
+enum class Positions { interleaved = 0, halves = 1, halves_hf = 2 };
+const char* name_of(Positions positions);
+
 constexpr const char* kModelConfigKey = "tx.model_config";
 
 struct ModelConfig {
@@ -39,6 +49,30 @@ struct ModelConfig {
   bool pre_norm = false;      // the paper is post-norm
   int64_t max_length = 1024;  // longest sequence the positional encoding covers
   float norm_eps = 1e-5f;
+
+  // The variants of the models tx reads (docs/models.md); the defaults are tx's own model.
+  bool embed_scale =
+      true;  // embeddings times sqrt(d_model) (off: Hugging Face scale_embedding false)
+  Positions positions = Positions::interleaved;
+  int64_t position_offset = 0;  // the first token's position (fairseq: padding id + 1)
+  bool embed_norm = false;      // a LayerNorm after embeddings + positions (Marian's emb "n")
+  bool final_norm = true;       // with pre_norm: a LayerNorm after each stack (Marian's top "n")
+  Activation activation = Activation::relu;
+  bool output_bias =
+      false;  // a bias on the logits (Marian's default, Hugging Face's final_logits_bias)
+  // Special token ids, -1 for none. pad fills batches (-1: rows of zeros) and is the loss's
+  // ignored target; unk, bos and pad are never produced (unk unless allowed); eos ends a
+  // sentence; decoder_start is the decoder's first input (-1: a zero vector, Marian's start).
+  int32_t pad_id = 0;
+  int32_t unk_id = 1;
+  int32_t bos_id = 2;
+  int32_t eos_id = 3;
+  int32_t decoder_start_id = 2;
+  // Marian's decoder (models/transformer.h, DecoderLayerSelfAttention) caches a pre-norm
+  // layer's self-attention keys and values from the layer's un-normalised input after the
+  // first step, unlike its training and scoring. On for Marian's pre-norm models, so that
+  // tx-translate equals marian-decoder; only incremental decoding reads it.
+  bool marian_prenorm_cache = false;
 
   // "transformer-base" or "transformer-big" (paper Table 3); vocabulary sizes stay 0.
   static ModelConfig preset(const std::string& name);

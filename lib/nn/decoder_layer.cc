@@ -11,7 +11,7 @@ DecoderLayer::DecoderLayer(ParamScope scope, const DecoderLayerConfig& config)
       cross_attn_(scope.child("cross_attn"), config.d_model, config.heads,
                   config.attention_dropout),
       cross_attn_norm_(scope.child("cross_attn_norm"), config.d_model, config.norm_eps),
-      ffn_(scope.child("ffn"), config.d_model, config.d_ff, config.relu_dropout),
+      ffn_(scope.child("ffn"), config.d_model, config.d_ff, config.relu_dropout, config.activation),
       ffn_norm_(scope.child("ffn_norm"), config.d_model, config.norm_eps) {}
 
 Var DecoderLayer::forward(Graph& g, const Var& x, const Var& memory,
@@ -39,19 +39,37 @@ Var DecoderLayer::step(Graph& g, const Var& x, const std::vector<DecoderState*>&
            "], one step of the states' rows");
   // Causal masking is not needed: each query is its row's newest step, and attend_cached reads
   // only the steps written so far.
+  auto rows_of = [](const AttentionKV& kv, int64_t first, int64_t end) {
+    return AttentionKV{make_var(kv.keys->value.slice(first, end)),
+                       make_var(kv.values->value.slice(first, end))};
+  };
   auto self_attention = [&](const Var& h) {
     const StepProjection step = self_attn_.project_step(g, h);  // [rows, heads, 1, d_head]
+    // Marian's pre-norm decoding (io::ModelConfig::marian_prenorm_cache): the first step
+    // attends to its normalised key and value, every later step to keys and values of the
+    // layer's raw inputs, the first step's recomputed so.
+    StepProjection raw;
+    if (config_.marian_prenorm_cache) raw = self_attn_.project_step(g, x);
     std::vector<AttentionSpan> spans;
     int64_t first = 0;
     for (DecoderState* state : states) {
       const int64_t end = first + state->batch();
       AttentionSpan span{first, state->batch(), 1, {}, Tensor(), {}};
-      span.cache = state->append(layer, {make_var(step.kv.keys->value.slice(first, end)),
-                                         make_var(step.kv.values->value.slice(first, end))});
+      const bool normed = !config_.marian_prenorm_cache || state->length() == 0;
+      span.cache = state->append(layer, rows_of(normed ? step.kv : raw.kv, first, end));
       spans.push_back(span);
       first = end;
     }
-    return self_attn_.attend_spans(g, h, spans, step.queries);
+    Var out = self_attn_.attend_spans(g, h, spans, step.queries);
+    if (config_.marian_prenorm_cache) {
+      first = 0;
+      for (DecoderState* state : states) {
+        const int64_t end = first + state->batch();
+        if (state->length() == 0) state->append(layer, rows_of(raw.kv, first, end));
+        first = end;
+      }
+    }
+    return out;
   };
   auto cross_attention = [&](const Var& h) {
     std::vector<AttentionSpan> spans;

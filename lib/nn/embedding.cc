@@ -10,8 +10,8 @@ Embedding::Embedding(ParamScope scope, int64_t vocab, int64_t d_model)
       vocab_(vocab),
       d_model_(d_model) {}
 
-Var Embedding::forward(Graph& g, const Tensor& ids) const {
-  return ops::embedding(g, weight_, ids, std::sqrt(static_cast<float>(d_model_)));
+Var Embedding::forward(Graph& g, const Tensor& ids, float scale) const {
+  return ops::embedding(g, weight_, ids, scale);
 }
 
 }  // namespace tx::nn

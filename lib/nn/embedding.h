@@ -1,4 +1,4 @@
-// Embedding: a learned table [vocab, d_model] looked up by token id and scaled by sqrt(d_model).
+// Embedding: a learned table [vocab, d_model] looked up by token id and scaled (by sqrt(d_model)).
 #pragma once
 
 #include "graph/ops.h"
@@ -14,8 +14,9 @@ class Embedding {
   // sinusoidal positions added to them (as in fairseq).
   Embedding(ParamScope scope, int64_t vocab, int64_t d_model);
 
-  // ids i32 [...] -> [..., d_model] = sqrt(d_model) * weight[ids] (paper section 3.4).
-  Var forward(Graph& g, const Tensor& ids) const;
+  // ids i32 [...] -> [..., d_model] = scale * weight[ids] (paper section 3.4: scale
+  // sqrt(d_model)); id -1 gives a zero row.
+  Var forward(Graph& g, const Tensor& ids, float scale) const;
 
   // The table as a weight [vocab, d_model]: the pre-softmax projection when it is tied.
   const Var& weight() const { return weight_; }

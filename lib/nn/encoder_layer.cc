@@ -8,7 +8,7 @@ EncoderLayer::EncoderLayer(ParamScope scope, const EncoderLayerConfig& config)
     : config_(config),
       self_attn_(scope.child("self_attn"), config.d_model, config.heads, config.attention_dropout),
       self_attn_norm_(scope.child("self_attn_norm"), config.d_model, config.norm_eps),
-      ffn_(scope.child("ffn"), config.d_model, config.d_ff, config.relu_dropout),
+      ffn_(scope.child("ffn"), config.d_model, config.d_ff, config.relu_dropout, config.activation),
       ffn_norm_(scope.child("ffn_norm"), config.d_model, config.norm_eps) {}
 
 Var EncoderLayer::forward(Graph& g, const Var& x, const Tensor& key_lengths) const {

@@ -20,6 +20,8 @@ struct EncoderLayerConfig {
   // true: pre-norm, x = x + Dropout(Sublayer(LN(x))); the encoder then needs a final LN.
   bool pre_norm = false;
   float norm_eps = 1e-5f;
+  io::Activation activation = io::Activation::relu;  // the feed-forward's
+  bool marian_prenorm_cache = false;                 // decoder steps only: io::ModelConfig's
 };
 
 class EncoderLayer {

@@ -1,7 +1,8 @@
-// FeedForward: the position-wise network of the paper, d_model -> d_ff (ReLU) -> d_model.
+// FeedForward: the position-wise network of the paper, d_model -> d_ff (ReLU or Swish) -> d_model.
 #pragma once
 
 #include "graph/ops.h"
+#include "io/model_config.h"
 #include "nn/linear.h"
 
 namespace tx::nn {
@@ -10,8 +11,9 @@ class FeedForward {
  public:
   FeedForward() = default;
   // Parameters under "<scope>.fc1" [d_ff, d_model] and "<scope>.fc2" [d_model, d_ff].
-  // relu_dropout applies after the ReLU (0 in the paper).
-  FeedForward(ParamScope scope, int64_t d_model, int64_t d_ff, float relu_dropout = 0.0f);
+  // relu_dropout applies after the activation (0 in the paper).
+  FeedForward(ParamScope scope, int64_t d_model, int64_t d_ff, float relu_dropout = 0.0f,
+              io::Activation activation = io::Activation::relu);
 
   Var forward(Graph& g, const Var& x) const;
   // Linear::prepare_inference of both layers.
@@ -23,6 +25,7 @@ class FeedForward {
  private:
   Linear fc1_, fc2_;
   float relu_dropout_ = 0.0f;
+  io::Activation activation_ = io::Activation::relu;
 };
 
 }  // namespace tx::nn

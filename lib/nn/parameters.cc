@@ -34,4 +34,27 @@ void ParameterSet::drop_grads() {
   for (const Item& it : items_) it.second->grad = Tensor();
 }
 
+void load_parameters(const io::TensorFile& file, Backend& be, const ParameterSet& params,
+                     const std::string& where) {
+  for (const auto& [name, var] : params.items()) {
+    const io::NamedTensor* t = file.find(name);
+    TX_CHECK(t, where, " has no parameter '", name, "' ", var->value.shape().str(),
+             "; it does not hold the model its config describes");
+    TX_CHECK(t->shape == var->value.shape(), where, ": parameter '", name, "' is ", t->shape.str(),
+             " but the model's is ", var->value.shape().str());
+  }
+  for (const io::NamedTensor& t : file.tensors)
+    TX_CHECK(params.contains(t.name), where, " has a tensor '", t.name,
+             "' that the model does not have");
+  for (const auto& [name, var] : params.items()) {
+    const io::NamedTensor& t = file.get(name);
+    if (t.dtype == DType::f32) {
+      be.copy_from_host(t.data.data(), var->value);
+    } else {
+      const std::vector<float> wide = t.to_floats();
+      be.copy_from_host(wide.data(), var->value);
+    }
+  }
+}
+
 }  // namespace tx::nn

@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "graph/var.h"
+#include "io/tensor_file.h"
 
 namespace tx::nn {
 
@@ -38,5 +39,12 @@ class ParameterSet {
   std::vector<Item> items_;
   std::unordered_map<std::string, size_t> index_;
 };
+
+// Copies `file`'s tensors into the parameters of the same names (an imported model's, already
+// in tx's names and layouts). Checks every name and shape first, so a mismatch changes
+// nothing; a parameter missing from the file or a tensor the model lacks is an error naming it
+// and `where`.
+void load_parameters(const io::TensorFile& file, Backend& be, const ParameterSet& params,
+                     const std::string& where);
 
 }  // namespace tx::nn

@@ -17,6 +17,8 @@ EncoderLayerConfig layer_config(const io::ModelConfig& c) {
   l.relu_dropout = c.relu_dropout;
   l.pre_norm = c.pre_norm;
   l.norm_eps = c.norm_eps;
+  l.activation = c.activation;
+  l.marian_prenorm_cache = c.pre_norm && c.marian_prenorm_cache;
   return l;
 }
 }  // namespace
@@ -30,19 +32,23 @@ Transformer::Transformer(ParamScope scope, const io::ModelConfig& config) : conf
     src_embed_ = Embedding(scope.child("embed_tokens"), config.src_vocab_size, config.d_model);
   else
     src_embed_ = Embedding(enc.child("embed_tokens"), config.src_vocab_size, config.d_model);
+  if (config.embed_norm)
+    src_embed_norm_ = LayerNorm(enc.child("embed_norm"), config.d_model, config.norm_eps);
   for (int i = 0; i < config.encoder_layers; ++i)
     encoder_.emplace_back(enc.child("layers").child(std::to_string(i)), layer);
   // Pre-norm layers leave their output unnormalised; post-norm layers end with a LayerNorm.
-  if (config.pre_norm)
+  if (final_norm())
     encoder_norm_ = LayerNorm(enc.child("final_norm"), config.d_model, config.norm_eps);
 
   if (config.tied_embeddings == io::TiedEmbeddings::all)
     tgt_embed_ = src_embed_;  // the same Var: both lookups add into one gradient
   else
     tgt_embed_ = Embedding(dec.child("embed_tokens"), config.tgt_vocab_size, config.d_model);
+  if (config.embed_norm)
+    tgt_embed_norm_ = LayerNorm(dec.child("embed_norm"), config.d_model, config.norm_eps);
   for (int i = 0; i < config.decoder_layers; ++i)
     decoder_.emplace_back(dec.child("layers").child(std::to_string(i)), layer);
-  if (config.pre_norm)
+  if (final_norm())
     decoder_norm_ = LayerNorm(dec.child("final_norm"), config.d_model, config.norm_eps);
 
   if (config.tied_embeddings == io::TiedEmbeddings::none)
@@ -53,6 +59,8 @@ Transformer::Transformer(ParamScope scope, const io::ModelConfig& config) : conf
                                  1.0f / std::sqrt(static_cast<float>(config.d_model)));
   else
     output_weight_ = tgt_embed_.weight();
+  if (config.output_bias)
+    output_bias_ = dec.child("output_proj").constant("bias", {config.tgt_vocab_size}, 0.0f);
 }
 
 Var Transformer::forward(Graph& g, const Tensor& src_ids, const Tensor& src_lengths,
@@ -60,14 +68,33 @@ Var Transformer::forward(Graph& g, const Tensor& src_ids, const Tensor& src_leng
   return decode(g, encode(g, src_ids, src_lengths), src_lengths, tgt_in_ids);
 }
 
-Var Transformer::embed(Graph& g, const Embedding& table, const Tensor& ids, int64_t start) const {
+float Transformer::embed_scale() const {
+  return config_.embed_scale ? std::sqrt(static_cast<float>(config_.d_model)) : 1.0f;
+}
+
+math::PositionLayout Transformer::position_layout() const {
+  return static_cast<math::PositionLayout>(config_.positions);
+}
+
+Var Transformer::embed(Graph& g, const Embedding& table, const LayerNorm& norm, const Tensor& ids,
+                       int64_t start) const {
   TX_CHECK(ids.defined() && ids.dtype() == DType::i32 && ids.ndim() == 2, "Transformer: token ids ",
            ids.str(), " must be i32 [batch, time]");
-  Var scaled = table.forward(g, ids);
-  Var positioned = ops::add_positions(g, scaled, start);
+  Var scaled = table.forward(g, ids, embed_scale());
+  Var positioned =
+      ops::add_positions(g, scaled, start + config_.position_offset, position_layout());
   ops::release(g, scaled);
-  Var out = ops::dropout(g, positioned, config_.dropout);
-  if (out != positioned) ops::release(g, positioned);
+  return embed_end(g, norm, positioned);
+}
+
+Var Transformer::embed_end(Graph& g, const LayerNorm& norm, const Var& x) const {
+  Var normed = x;
+  if (config_.embed_norm) {
+    normed = norm.forward(g, x);
+    ops::release(g, x);
+  }
+  Var out = ops::dropout(g, normed, config_.dropout);
+  if (out != normed) ops::release(g, normed);
   return out;
 }
 
@@ -76,14 +103,14 @@ Var Transformer::encode(Graph& g, const Tensor& src_ids, const Tensor& src_lengt
                src_lengths.shape() == Shape{src_ids.dim(0)},
            "Transformer::encode: src_lengths ", src_lengths.str(), " must be i32 [", src_ids.dim(0),
            "] for src_ids ", src_ids.str());
-  Var x = embed(g, src_embed_, src_ids, 0);
+  Var x = embed(g, src_embed_, src_embed_norm_, src_ids, 0);
   for (const EncoderLayer& layer : encoder_) x = layer.forward(g, x, src_lengths);
-  return config_.pre_norm ? encoder_norm_.forward(g, x) : x;
+  return final_norm() ? encoder_norm_.forward(g, x) : x;
 }
 
 Var Transformer::logits(Graph& g, const Var& x) const {
-  Var h = config_.pre_norm ? decoder_norm_.forward(g, x) : x;
-  return ops::linear(g, h, output_weight_, nullptr, output_prepared_);
+  Var h = final_norm() ? decoder_norm_.forward(g, x) : x;
+  return ops::linear(g, h, output_weight_, output_bias_, output_prepared_);
 }
 
 void Transformer::prepare_inference(Backend& be, bool int8) {
@@ -98,7 +125,7 @@ Var Transformer::decode(Graph& g, const Var& memory, const Tensor& src_lengths,
                tgt_in_ids.dim(0) == memory->value.dim(0),
            "Transformer::decode: target ids ", tgt_in_ids.str(), " and memory ",
            memory->value.str(), " must share the batch size");
-  Var x = embed(g, tgt_embed_, tgt_in_ids, 0);
+  Var x = embed(g, tgt_embed_, tgt_embed_norm_, tgt_in_ids, 0);
   for (const DecoderLayer& layer : decoder_) x = layer.forward(g, x, memory, src_lengths);
   return logits(g, x);
 }
@@ -142,19 +169,21 @@ Var Transformer::decode_step(Graph& g, const std::vector<DecoderState*>& states,
 
 Var Transformer::embed_step(Graph& g, const Tensor& ids,
                             const std::vector<DecoderState*>& states) const {
-  if (states.size() == 1) return embed(g, tgt_embed_, ids, states.front()->length());
+  if (states.size() == 1)
+    return embed(g, tgt_embed_, tgt_embed_norm_, ids, states.front()->length());
   // Each state's rows at its own position: the same arithmetic per row as embed() (no
   // dropout: inference).
-  Var scaled = tgt_embed_.forward(g, ids);
+  Var scaled = tgt_embed_.forward(g, ids, embed_scale());
   Tensor out = g.alloc(scaled->value.shape());
   int64_t first = 0;
   for (const DecoderState* state : states) {
     const int64_t end = first + state->batch();
-    g.backend().add_positions(scaled->value.slice(first, end), state->length(),
-                              out.slice(first, end));
+    g.backend().add_positions(scaled->value.slice(first, end),
+                              state->length() + config_.position_offset, out.slice(first, end),
+                              position_layout());
     first = end;
   }
-  return make_var(out);
+  return embed_end(g, tgt_embed_norm_, make_var(out));
 }
 
 }  // namespace tx::nn

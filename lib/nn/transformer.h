@@ -23,10 +23,13 @@ class Transformer {
   // Parameters, in this order (root = scope):
   //   encoder.embed_tokens.weight [src_vocab, d_model]    (tied none | decoder)
   //   embed_tokens.weight [vocab, d_model]                 (tied all: source, target, output)
-  //   encoder.layers.<i>.*, encoder.final_norm.*           (final norm only with pre_norm)
+  //   encoder.embed_norm.*                                 (embed_norm only)
+  //   encoder.layers.<i>.*, encoder.final_norm.*           (final norm: pre_norm and final_norm)
   //   decoder.embed_tokens.weight [tgt_vocab, d_model]    (tied none | decoder)
-  //   decoder.layers.<i>.*, decoder.final_norm.*           (final norm only with pre_norm)
-  //   decoder.output_proj.weight [tgt_vocab, d_model]     (tied none; no bias, as in the paper)
+  //   decoder.embed_norm.*                                 (embed_norm only)
+  //   decoder.layers.<i>.*, decoder.final_norm.*           (final norm: pre_norm and final_norm)
+  //   decoder.output_proj.weight [tgt_vocab, d_model]     (tied none)
+  //   decoder.output_proj.bias [tgt_vocab]                 (output_bias; none in the paper)
   // The model the config describes; config.validate() must pass (vocabulary sizes known).
   Transformer(ParamScope scope, const io::ModelConfig& config);
 
@@ -69,8 +72,15 @@ class Transformer {
   const Var& output_weight() const { return output_weight_; }  // [tgt_vocab, d_model]
 
  private:
-  // sqrt(d_model) * table[ids] + PE(start + t), then dropout (paper section 3.4-3.5, 5.4).
-  Var embed(Graph& g, const Embedding& table, const Tensor& ids, int64_t start) const;
+  // sqrt(d_model) * table[ids] + PE(start + t), then dropout (paper section 3.4-3.5, 5.4);
+  // the config's scale, position layout and offset, and embedding norm.
+  Var embed(Graph& g, const Embedding& table, const LayerNorm& norm, const Tensor& ids,
+            int64_t start) const;
+  // What follows the positions: the embedding norm (embed_norm) and dropout.
+  Var embed_end(Graph& g, const LayerNorm& norm, const Var& x) const;
+  float embed_scale() const;
+  math::PositionLayout position_layout() const;
+  bool final_norm() const { return config_.pre_norm && config_.final_norm; }
   // embed() of one decoding step of `states`' rows, each state's at its own position.
   Var embed_step(Graph& g, const Tensor& ids, const std::vector<DecoderState*>& states) const;
   // The final norm (pre-norm only) and the pre-softmax projection.
@@ -80,8 +90,10 @@ class Transformer {
   Embedding src_embed_, tgt_embed_;
   std::vector<EncoderLayer> encoder_;
   std::vector<DecoderLayer> decoder_;
-  LayerNorm encoder_norm_, decoder_norm_;  // pre_norm only
+  LayerNorm encoder_norm_, decoder_norm_;      // final_norm() only
+  LayerNorm src_embed_norm_, tgt_embed_norm_;  // embed_norm only
   Var output_weight_;
+  Var output_bias_;                      // output_bias only
   ops::PreparedWeight output_prepared_;  // empty until prepare_inference
 };
 

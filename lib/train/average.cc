@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "formats/model_file.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
 #include "train/checkpoint.h"
@@ -86,6 +87,52 @@ void check_same_tensors(const io::SafetensorsReader& first,
              o->name, "', which '", first.path(), "' lacks", fix);
 }
 
+// Marian or Hugging Face models (formats/): each read whole, in tx's names, then averaged as
+// the tx files are. The output is a tx model file that keeps the first input's vocabularies
+// (formats::kVocabsKey).
+AverageSummary average_imported(const std::vector<std::string>& inputs, const std::string& output) {
+  std::vector<formats::ModelFile> models;
+  for (const std::string& in : inputs) {
+    TX_CHECK(formats::format_of(in) != formats::Format::tx, "'", in, "' is a tx checkpoint and '",
+             inputs.front(), "' an imported model; average models of one format");
+    models.push_back(formats::read_model_file(in));
+  }
+  const formats::ModelFile& first = models.front();
+  for (size_t i = 1; i < models.size(); ++i) {
+    TX_CHECK(models[i].config == first.config, "model '", inputs[i],
+             "' has another architecture than '", inputs.front(), "' (",
+             config_difference(first.config, models[i].config),
+             "); average models of one training run");
+    for (const io::NamedTensor& t : first.params.tensors) {
+      const io::NamedTensor* o = models[i].params.find(t.name);
+      TX_CHECK(o && o->shape == t.shape, "model '", inputs[i], "' lacks parameter '", t.name, "' ",
+               t.shape.str(), ", which '", inputs.front(), "' has");
+    }
+  }
+  AverageSummary summary;
+  summary.inputs = inputs.size();
+  io::TensorFile out;
+  out.metadata[kFormatKey] = "model";
+  out.metadata[io::kModelConfigKey] = first.config.to_json_string();
+  out.metadata["tx.averaged_from"] = json(inputs).dump();
+  out.metadata[formats::kVocabsKey] = formats::vocab_files_json(first.vocabs);
+  const double scale = 1.0 / static_cast<double>(inputs.size());
+  for (const io::NamedTensor& t : first.params.tensors) {
+    std::vector<double> sum(static_cast<size_t>(t.shape.numel()), 0.0);
+    for (const formats::ModelFile& m : models) {
+      const std::vector<float> values = m.params.get(t.name).to_floats();
+      for (size_t k = 0; k < sum.size(); ++k) sum[k] += values[k];
+    }
+    std::vector<float> mean(sum.size());
+    for (size_t k = 0; k < sum.size(); ++k) mean[k] = static_cast<float>(sum[k] * scale);
+    out.add(io::NamedTensor::from_floats(t.name, DType::f32, t.shape, mean));
+    ++summary.tensors;
+    summary.parameters += t.shape.numel();
+  }
+  io::write_safetensors(output, out);
+  return summary;
+}
+
 }  // namespace
 
 AverageSummary average_checkpoints(const std::vector<std::string>& inputs,
@@ -94,6 +141,8 @@ AverageSummary average_checkpoints(const std::vector<std::string>& inputs,
   for (const std::string& in : inputs)
     TX_CHECK(!same_file(in, output), "the output '", output, "' is the input '", in,
              "'; write the average to a new file");
+  if (formats::format_of(inputs.front()) != formats::Format::tx)
+    return average_imported(inputs, output);
 
   // Every header is read and checked before any tensor data: a mismatch costs no time.
   std::vector<std::unique_ptr<io::SafetensorsReader>> readers;

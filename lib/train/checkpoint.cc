@@ -5,6 +5,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "formats/model_file.h"
 #include "io/safetensors.h"
 
 namespace tx::train {
@@ -33,8 +34,9 @@ io::TensorFile model_file(Backend& be, const io::ModelConfig& config,
                           const std::map<std::string, std::string>& extra) {
   io::TensorFile file;
   for (const auto& [key, value] : extra) {
-    TX_CHECK(!starts_with(key, "tx."), "checkpoint metadata key '", key,
-             "' is reserved for tx; choose a key without the 'tx.' prefix");
+    // tx.vocabs: an imported model's vocabularies (formats/model_file.h), the trainer's to set.
+    TX_CHECK(!starts_with(key, "tx.") || key == formats::kVocabsKey, "checkpoint metadata key '",
+             key, "' is reserved for tx; choose a key without the 'tx.' prefix");
     file.metadata[key] = value;
   }
   file.metadata[io::kModelConfigKey] = config.to_json_string();

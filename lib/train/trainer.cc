@@ -20,6 +20,7 @@
 #include "data/vocab.h"
 #include "data/vocab_train.h"
 #include "decode/translator.h"
+#include "formats/model_file.h"
 #include "graph/graph.h"
 #include "io/atomic_file.h"
 #include "metrics/bleu.h"
@@ -206,6 +207,28 @@ TrainerResult Trainer::run() {
   TX_CHECK(fs::is_directory(o.model_dir), "cannot create the model directory '", o.model_dir, "'",
            ec ? ": " + ec.message() : std::string(), "; check the path and permissions");
 
+  // ---- a model to start from ------------------------------------------------------------------
+  formats::ModelFile pretrained;
+  std::map<std::string, std::string> model_meta;  // what every model file written carries
+  if (!o.pretrained_model.empty()) {
+    pretrained = formats::read_model_file(o.pretrained_model);
+    if (pretrained.format == formats::Format::tx) {
+      pretrained.config = read_model_config(o.pretrained_model);
+      const auto meta = read_checkpoint_metadata(o.pretrained_model);
+      const auto found = meta.find(formats::kVocabsKey);
+      if (found != meta.end())
+        pretrained.vocabs =
+            formats::vocab_files_from_json(found->second, str("model '", o.pretrained_model, "'"));
+    }
+    if (pretrained.vocabs.kind == formats::VocabKind::marian && !o.src_vocab.empty())
+      pretrained.vocabs.paths = {o.src_vocab, o.tgt_vocab};
+    if (pretrained.vocabs.kind != formats::VocabKind::tx) {
+      TX_CHECK(pretrained.vocabs.paths.size() == 2, "give the vocabularies of the model '",
+               o.pretrained_model, "' with --vocabs SRC TGT (its .yml or .spm files)");
+      model_meta[formats::kVocabsKey] = formats::vocab_files_json(pretrained.vocabs);
+    }
+  }
+
   // ---- vocabularies ----------------------------------------------------------------------------
   std::string src_vocab_path = o.src_vocab, tgt_vocab_path = o.tgt_vocab;
   if (src_vocab_path.empty() != tgt_vocab_path.empty())
@@ -231,17 +254,38 @@ TrainerResult Trainer::run() {
           std::make_unique<data::Vocab>(vocab_at(tgt_vocab_path, {o.train_tgt}, o, writer, quiet));
     }
   };
-  // Trained once, by rank 0; the others read its files once it is done.
-  if (writer) load_vocabs();
-  world.barrier();
-  if (!writer) load_vocabs();
-  const data::Vocab& tgt_vocab = joint_vocab ? *src_vocab : *tgt_vocab_own;
+  const formats::VocabFiles& imported = pretrained.vocabs;
+  if (imported.kind != formats::VocabKind::tx) {
+    // The imported model's own vocabularies, read as its engine reads them.
+    auto open = [&](size_t side) {
+      return imported.kind == formats::VocabKind::pieces
+                 ? data::Vocab::pieces(imported.paths.at(side), imported.tables.at(side))
+                 : data::Vocab::marian(imported.paths.at(side));
+    };
+    src_vocab = std::make_unique<data::Vocab>(open(0));
+    tgt_vocab_own = std::make_unique<data::Vocab>(open(1));
+  } else {
+    // Trained once, by rank 0; the others read its files once it is done.
+    if (writer) load_vocabs();
+    world.barrier();
+    if (!writer) load_vocabs();
+  }
+  const data::Vocab& tgt_vocab = tgt_vocab_own ? *tgt_vocab_own : *src_vocab;
 
   // ---- model config -------------------------------------------------------------------------
   io::ModelConfig config = o.model;
+  if (!o.pretrained_model.empty()) {
+    // The imported architecture; the regularisation is this run's.
+    config = pretrained.config;
+    config.dropout = o.model.dropout;
+    config.attention_dropout = o.model.attention_dropout;
+    config.relu_dropout = o.model.relu_dropout;
+    config.label_smoothing = o.model.label_smoothing;
+  }
   config.src_vocab_size = src_vocab->size();
   config.tgt_vocab_size = tgt_vocab.size();
-  TX_CHECK(config.tied_embeddings != io::TiedEmbeddings::all || joint_vocab,
+  TX_CHECK(config.tied_embeddings != io::TiedEmbeddings::all || joint_vocab ||
+               !o.pretrained_model.empty(),
            "--tied-embeddings all needs one joint vocabulary: give one path twice in --vocabs "
            "(or none), or use --tied-embeddings decoder or none");
   config.validate(true, "the model options");
@@ -253,6 +297,7 @@ TrainerResult Trainer::run() {
       data::load_parallel_corpus(o.train_src, o.train_tgt, *src_vocab, tgt_vocab, corpus_options);
   if (!quiet) log("training data: ", corpus.stats().summary(corpus_options));
   data::BatcherOptions batcher_options;
+  batcher_options.ids = data::special_ids(config);
   batcher_options.max_tokens = o.max_tokens;
   batcher_options.max_sentences = o.max_sentences;
   batcher_options.maxi_batch = o.maxi_batch;
@@ -299,6 +344,14 @@ TrainerResult Trainer::run() {
       log("removed ", stale, " unfinished file", stale == 1 ? "" : "s",
           " of an interrupted earlier run from ", o.model_dir);
   }
+  if (!o.pretrained_model.empty() && !fs::exists(ckpt, ec)) {
+    if (pretrained.format == formats::Format::tx)
+      load_model(o.pretrained_model, be_, config, params);
+    else
+      nn::load_parameters(pretrained.params, be_, params, str("model '", o.pretrained_model, "'"));
+    if (!quiet)
+      log("starting from ", formats::name_of(pretrained.format), " model ", o.pretrained_model);
+  }
   if (fs::exists(ckpt, ec)) {
     state = load_checkpoint(ckpt, be_, config, params, adam);
     TX_CHECK(state.data_position.size() == 3, "checkpoint '", ckpt,
@@ -340,7 +393,8 @@ TrainerResult Trainer::run() {
   // --keep-last keeps (older ones beyond the newest keep_last removed). Each names its update.
   auto save_models = [&]() {
     if (!writer) return;
-    const std::map<std::string, std::string> meta = {{kUpdateKey, std::to_string(state.update)}};
+    std::map<std::string, std::string> meta = model_meta;
+    meta[kUpdateKey] = std::to_string(state.update);
     save_model(model_path(o.model_dir), be_, config, params, meta);
     if (o.keep_last <= 0) return;
     save_model(snapshot_path(o.model_dir, state.update), be_, config, params, meta);
@@ -385,6 +439,7 @@ TrainerResult Trainer::run() {
     vo.max_tokens = std::max(o.valid_max_tokens, o.max_tokens);
     vo.maxi_batch = 0;
     vo.shuffle = false;
+    vo.ids = data::special_ids(config);
     data::Batcher vb(valid_corpus, vo);
     data::Batch b;
     double sum = 0;
@@ -395,7 +450,7 @@ TrainerResult Trainer::run() {
                                  be_.upload(b.src_lengths, {b.size}),
                                  be_.upload(b.tgt_in, {b.size, b.tgt_len}));
       Var loss = nn::label_smoothed_loss(vg, logits, be_.upload(b.tgt_out, {b.size, b.tgt_len}),
-                                         0.0f, data::Vocab::kPadId);
+                                         0.0f, config.pad_id);
       sum += be_.download<float>(loss->value)[0];
       tokens += b.tgt_tokens();
     }
@@ -504,7 +559,7 @@ TrainerResult Trainer::run() {
                                  be_.upload(batch.tgt_in, {batch.size, batch.tgt_len}));
       Var loss = nn::label_smoothed_loss(graph, logits,
                                          be_.upload(batch.tgt_out, {batch.size, batch.tgt_len}),
-                                         config.label_smoothing, data::Vocab::kPadId, nullptr,
+                                         config.label_smoothing, config.pad_id, nullptr,
                                          /*release_logits=*/true);
       update_cost += be_.download<float>(loss->value)[0];
       graph.backward(loss);
@@ -610,7 +665,7 @@ TrainerResult Trainer::run() {
       if (best && writer)
         save_model(
             (fs::path(o.model_dir) / ("model.best-" + stopper.metric() + ".safetensors")).string(),
-            be_, config, params);
+            be_, config, params, model_meta);
       if (stopper.should_stop()) {
         if (!quiet)
           log("early stopping: ", stopper.metric(), " did not improve in ", stopper.stalled(),

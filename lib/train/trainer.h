@@ -54,6 +54,11 @@ struct TrainerOptions {
   // does not exist is trained there on the fly from the training files.
   std::string src_vocab, tgt_vocab;
   int32_t vocab_size = 32000;  // pieces per vocabulary trained on the fly
+  // A model to start from (Marian's --pretrained-model): a Marian model.npz, a Hugging Face
+  // directory or a tx model file. Its architecture and vocabularies replace `model`'s and the
+  // vocabulary options (dropout and label smoothing stay `model`'s); its weights are the
+  // first update's starting point (a resumed run starts from its checkpoint instead).
+  std::string pretrained_model;
 
   io::ModelConfig model;  // vocabulary sizes are filled in from the vocabularies
 

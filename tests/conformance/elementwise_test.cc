@@ -461,3 +461,100 @@ TEMPLATE_TEST_CASE("add_positions forward: known values PE(1, 0) = sin 1, PE(1, 
                               std::cos(0.02)};
   TX_REQUIRE_OK(compare(fetch(*be, y), want, 1e-6, 1e-6));
 }
+
+// ---- add_positions: the imported models' layouts --------------------------------------------
+
+namespace {
+// Marian's table (models/transformer.h, inits::sinusoidalPositionEmbeddings): for i < D/2,
+// PE(p, i) = sin(p * exp(-i * ln(1e4) / (D/2 - 1))), PE(p, D/2 + i) = cos(the same).
+double marian_positional(int64_t pos, int64_t j, int64_t d) {
+  const int64_t half = d / 2, i = j % half;
+  const double v = double(pos) * std::exp(-double(i) * std::log(1e4) / double(half - 1));
+  return j < half ? std::sin(v) : std::cos(v);
+}
+// Hugging Face's MarianSinusoidalPositionalEmbedding: pos / 10000^(2 (j // 2) / D) for column
+// j, then sin of the even columns into the first half, cos of the odd ones into the second.
+double hf_positional(int64_t pos, int64_t j, int64_t d) {
+  const int64_t half = d / 2;
+  const int64_t column = j < half ? 2 * j : 2 * (j - half) + 1;
+  const double v = double(pos) / std::pow(10000.0, 2.0 * double(column / 2) / double(d));
+  return j < half ? std::sin(v) : std::cos(v);
+}
+}  // namespace
+
+TEMPLATE_TEST_CASE("add_positions forward: Marian's and Hugging Face's [sin | cos] halves",
+                   "[positions]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  using tx::math::PositionLayout;
+  uint64_t seed = 300;
+  for (PositionLayout layout : {PositionLayout::halves, PositionLayout::halves_hf})
+    for (const Shape& s : {Shape{1, 1, 4}, Shape{2, 7, 32}, Shape{3, 5, 512}})
+      for (int64_t start : {0, 3, 20000}) {
+        const int64_t b = s[0], t = s[1], d = s[2];
+        std::vector<float> x = random_vector(s.numel(), ++seed);
+        Tensor y = be->empty(s);
+        be->add_positions(be->upload(x, s), start, y, layout);
+        std::vector<double> want(s.numel()), tol(s.numel());
+        for (int64_t bi = 0; bi < b; ++bi)
+          for (int64_t ti = 0; ti < t; ++ti)
+            for (int64_t j = 0; j < d; ++j) {
+              const int64_t i = (bi * t + ti) * d + j, pos = start + ti;
+              want[i] = x[i] + (layout == PositionLayout::halves ? marian_positional(pos, j, d)
+                                                                 : hf_positional(pos, j, d));
+              tol[i] = 1e-5 + 4e-7 * double(pos);
+            }
+        INFO("layout " << static_cast<int>(layout) << " shape " << s.str() << " start " << start);
+        TX_REQUIRE_OK(compare_tol(fetch(*be, y), want, tol));
+      }
+  // The two halves layouts differ (Marian's frequencies step by 1 / (D/2 - 1)): a model read
+  // with the other's table would be off.
+  Tensor a = be->empty({1, 2, 8}), h = be->empty({1, 2, 8});
+  be->add_positions(be->zeros({1, 2, 8}), 0, a, PositionLayout::halves);
+  be->add_positions(be->zeros({1, 2, 8}), 0, h, PositionLayout::halves_hf);
+  CHECK(fetch(*be, a)[9] != fetch(*be, h)[9]);
+  CHECK_THROWS_WITH(
+      be->add_positions(be->zeros({1, 2, 5}), 0, be->empty({1, 2, 5}), PositionLayout::halves),
+      Catch::Contains("even d_model"));
+}
+
+// ---- swish ------------------------------------------------------------------------------------
+
+TEMPLATE_TEST_CASE("swish forward: x * sigmoid(x) against double, large |x| finite",
+                   "[elementwise]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  uint64_t seed = 400;
+  for (const Shape& s : kShapes) {
+    std::vector<float> x = random_vector(s.numel(), ++seed);
+    for (size_t i = 0; i < x.size(); ++i) x[i] *= 6.0f;
+    if (x.size() > 2) {
+      x[0] = -120.0f;  // exp(120) overflows float: the limit is -0
+      x[1] = 95.0f;
+    }
+    std::vector<double> want(x.size());
+    for (size_t i = 0; i < x.size(); ++i) want[i] = double(x[i]) / (1.0 + std::exp(-double(x[i])));
+    Tensor y = be->empty(s);
+    be->swish(be->upload(x, s), y);
+    INFO("shape " << s.str());
+    TX_REQUIRE_OK(compare(fetch(*be, y), want, 1e-6, 1e-6));
+  }
+}
+
+TEMPLATE_TEST_CASE("swish backward: finite differences, accumulates into dx", "[elementwise]",
+                   TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  for (const Shape& s : {Shape{1, 1}, Shape{3, 7}, Shape{2, 3, 5}}) {
+    std::vector<float> x = random_vector(s.numel(), 71);
+    for (float& v : x) v *= 4.0f;
+    std::vector<float> r = random_vector(s.numel(), 72);
+    Tensor X = be->upload(x, s), R = be->upload(r, s);
+    std::vector<float> g =
+        check_accumulates(*be, s, [&](const Tensor& dx) { be->swish_backward(R, X, dx); });
+    auto loss = [&](const std::vector<float>& v) -> double {
+      Tensor y = be->empty(s);
+      be->swish(be->upload(v, s), y);
+      return dot(fetch(*be, y), r);
+    };
+    INFO("shape " << s.str());
+    TX_CHECK_OK(compare_gradient(g, numeric_gradient(loss, x, 1e-2f), 1e-3, 1e-3));
+  }
+}

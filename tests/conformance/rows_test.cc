@@ -53,12 +53,12 @@ TEMPLATE_TEST_CASE("gather_rows forward: dst[m] = scale * src[index[m]], repeate
   }
 }
 
-TEMPLATE_TEST_CASE("gather_rows forward: an index outside 0..N-1 throws tx::Error", "[rows]",
+TEMPLATE_TEST_CASE("gather_rows forward: an index outside -1..N-1 throws tx::Error", "[rows]",
                    TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);
   Tensor src = be->upload(random_vector(5 * 3, 1), {5, 3});
   Tensor dst = be->empty({3, 3});
-  for (std::vector<int32_t> idx : {std::vector<int32_t>{0, 5, 1}, std::vector<int32_t>{-1, 0, 0},
+  for (std::vector<int32_t> idx : {std::vector<int32_t>{0, 5, 1}, std::vector<int32_t>{-2, 0, 0},
                                    std::vector<int32_t>{0, 1, 1000000}}) {
     Tensor index = be->upload(idx, {3});
     INFO("index " << idx[0] << " " << idx[1] << " " << idx[2] << " into 5 rows");
@@ -72,6 +72,30 @@ TEMPLATE_TEST_CASE("gather_rows forward: an index outside 0..N-1 throws tx::Erro
   // An empty index is fine and leaves dst alone.
   Tensor none = be->empty({0, 3});
   be->gather_rows(src, be->upload(std::vector<int32_t>{}, {0}), none);
+}
+
+TEMPLATE_TEST_CASE("gather_rows -1 writes a zero row, scatter_add_rows skips it", "[rows]",
+                   TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  const std::vector<float> src = random_vector(4 * 3, 5);
+  const std::vector<int32_t> idx = {2, -1, 0, -1};
+  Tensor dst = be->upload(random_vector(4 * 3, 6), {4, 3});  // garbage to overwrite
+  be->gather_rows(be->upload(src, {4, 3}), be->upload(idx, {4}), dst, 2.0f);
+  std::vector<double> want(12, 0.0);
+  for (int j = 0; j < 3; ++j) {
+    want[0 * 3 + j] = 2.0 * src[2 * 3 + j];
+    want[2 * 3 + j] = 2.0 * src[0 * 3 + j];
+  }
+  TX_REQUIRE_OK(compare(fetch(*be, dst), want, 0, 0));
+  const std::vector<float> grad = random_vector(4 * 3, 7), base = random_vector(4 * 3, 8);
+  Tensor table = be->upload(base, {4, 3});
+  be->scatter_add_rows(be->upload(grad, {4, 3}), be->upload(idx, {4}), table);
+  std::vector<double> added(base.begin(), base.end());
+  for (int j = 0; j < 3; ++j) {
+    added[2 * 3 + j] += grad[0 * 3 + j];
+    added[0 * 3 + j] += grad[2 * 3 + j];
+  }
+  TX_REQUIRE_OK(compare(fetch(*be, table), added, 1e-7, 0));
 }
 
 TEMPLATE_TEST_CASE("gather_rows backward: finite differences (scatter_add_rows is the gradient)",

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -34,5 +35,36 @@ class MemFile {
   int fd_ = -1;
   std::string path_;
 };
+
+// The fuzzer's bytes as a real file whose name ends in `suffix` (for readers that choose their
+// format by the file name), in a directory of its own; removed at scope exit.
+class NamedFile {
+ public:
+  NamedFile(const uint8_t* data, size_t size, const std::string& dir, const std::string& name) {
+    path_ = dir + "/" + name;
+    FILE* f = std::fopen(path_.c_str(), "wb");
+    if (!f) std::abort();
+    if (size && std::fwrite(data, 1, size, f) != size) std::abort();
+    std::fclose(f);
+  }
+  ~NamedFile() { std::remove(path_.c_str()); }
+  NamedFile(const NamedFile&) = delete;
+  NamedFile& operator=(const NamedFile&) = delete;
+
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// A scratch directory for one fuzzing process.
+inline const std::string& scratch_dir() {
+  static const std::string dir = [] {
+    char pattern[] = "/tmp/tx_fuzz_XXXXXX";
+    if (!::mkdtemp(pattern)) std::abort();
+    return std::string(pattern);
+  }();
+  return dir;
+}
 
 }  // namespace tx::fuzz

@@ -1,0 +1,233 @@
+// A Hugging Face MarianMTModel directory (OPUS-MT's published form): config.json for the
+// architecture, model.safetensors (f32, f16 or bf16) under transformers' names, source.spm and
+// target.spm segmenting text and vocab.json numbering the pieces. Torch Linear weights are
+// [out, in], tx's layout, so only names change.
+#include <sys/stat.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/error.h"
+#include "formats/model_file.h"
+#include "io/safetensors.h"
+
+namespace tx::formats {
+namespace {
+
+using nlohmann::json;
+
+bool exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+template <typename T>
+T field(const json& j, const char* key, T fallback, const std::string& where) {
+  if (!j.contains(key) || j.at(key).is_null()) return fallback;
+  try {
+    return j.at(key).get<T>();
+  } catch (const json::exception&) {
+    throw Error(str(where, ": '", key, "' has an unexpected value ", j.at(key).dump(),
+                    "; the config.json is damaged"));
+  }
+}
+
+io::ModelConfig config_from_json(const json& j, const std::string& where) {
+  const std::string type = field<std::string>(j, "model_type", "", where);
+  TX_CHECK(type == "marian", where, " describes a '", type,
+           "' model; tx reads Hugging Face MarianMTModel directories (model_type \"marian\")");
+  io::ModelConfig c;
+  c.d_model = field<int64_t>(j, "d_model", 512, where);
+  c.encoder_layers = field<int>(j, "encoder_layers", 6, where);
+  c.decoder_layers = field<int>(j, "decoder_layers", 6, where);
+  c.heads = field<int>(j, "encoder_attention_heads", 8, where);
+  c.d_ff = field<int64_t>(j, "encoder_ffn_dim", 2048, where);
+  TX_CHECK(field<int>(j, "decoder_attention_heads", c.heads, where) == c.heads &&
+               field<int64_t>(j, "decoder_ffn_dim", c.d_ff, where) == c.d_ff,
+           where,
+           ": the decoder's heads or feed-forward size differ from the encoder's, which tx "
+           "does not implement");
+  c.dropout = field<float>(j, "dropout", 0.1f, where);
+  c.attention_dropout = field<float>(j, "attention_dropout", 0.0f, where);
+  c.relu_dropout = field<float>(j, "activation_dropout", 0.0f, where);
+  c.label_smoothing = 0.1f;
+  c.max_length = field<int64_t>(j, "max_position_embeddings", 512, where);
+  c.embed_scale = field<bool>(j, "scale_embedding", false, where);
+  c.pre_norm = field<bool>(j, "normalize_before", false, where);
+  c.final_norm = c.pre_norm;
+  c.positions = io::Positions::halves_hf;
+  c.norm_eps = 1e-5f;    // torch.nn.LayerNorm's default
+  c.output_bias = true;  // final_logits_bias
+  const std::string act = field<std::string>(j, "activation_function", "gelu", where);
+  if (act == "swish" || act == "silu")
+    c.activation = io::Activation::swish;
+  else if (act == "relu")
+    c.activation = io::Activation::relu;
+  else
+    throw Error(str(where, ": activation_function \"", act,
+                    "\" is not implemented by tx (relu, swish/silu are)"));
+  c.src_vocab_size = field<int64_t>(j, "vocab_size", 0, where);
+  c.tgt_vocab_size = field<int64_t>(j, "decoder_vocab_size", c.src_vocab_size, where);
+  c.pad_id = field<int32_t>(j, "pad_token_id", -1, where);
+  c.eos_id = field<int32_t>(j, "eos_token_id", 0, where);
+  c.decoder_start_id = field<int32_t>(j, "decoder_start_token_id", c.pad_id, where);
+  c.bos_id = -1;  // OPUS-MT models have none (their bos_token_id repeats eos's)
+  c.unk_id = -1;  // from the vocabulary (read_huggingface)
+  const bool shared = field<bool>(j, "share_encoder_decoder_embeddings", true, where);
+  const bool tied = field<bool>(j, "tie_word_embeddings", true, where);
+  c.tied_embeddings = shared && tied ? io::TiedEmbeddings::all
+                      : tied         ? io::TiedEmbeddings::decoder
+                                     : io::TiedEmbeddings::none;
+  TX_CHECK(!(shared && !tied), where,
+           ": shared source and target embeddings with an untied "
+           "output layer are not implemented by tx");
+  return c;
+}
+
+// Takes file tensors by name into tx's names, as f32; every file tensor must find a place.
+class Mapper {
+ public:
+  Mapper(io::TensorFile file, std::string where)
+      : file_(std::move(file)), where_(std::move(where)) {}
+  const io::NamedTensor* find(const std::string& name) const { return file_.find(name); }
+  void take(const std::string& from, const std::string& to, const Shape& shape) {
+    const io::NamedTensor* t = file_.find(from);
+    TX_CHECK(t, where_, " has no tensor '", from, "' (", shape.str(),
+             "); the model.safetensors is incomplete or not a MarianMTModel");
+    TX_CHECK(t->shape.numel() == shape.numel() && t->dtype != DType::i32, where_, ": tensor '",
+             from, "' is ", t->shape.str(), ", ", shape.str(), " expected from config.json");
+    used_.insert(from);
+    out_.add(io::NamedTensor::from_floats(to, DType::f32, shape, t->to_floats()));
+  }
+  void ignore(const std::string& name) { used_.insert(name); }
+  void check_all_used() const {
+    for (const io::NamedTensor& t : file_.tensors)
+      TX_CHECK(used_.count(t.name), where_, " has a tensor '", t.name,
+               "' that tx does not map; the model has a layer tx does not implement");
+  }
+  io::TensorFile result() { return std::move(out_); }
+
+ private:
+  io::TensorFile file_, out_;
+  std::string where_;
+  std::set<std::string> used_;
+};
+
+}  // namespace
+
+ModelFile read_huggingface(const std::string& dir) {
+  const std::string where = str("model directory '", dir, "'");
+  const std::string config_path = dir + "/config.json";
+  TX_CHECK(exists(config_path), "'", dir,
+           "' is a directory without config.json: give a model file, or a Hugging Face "
+           "MarianMTModel directory as save_pretrained writes it");
+  const std::string weights = dir + "/model.safetensors";
+  if (!exists(weights)) {
+    TX_CHECK(!exists(dir + "/pytorch_model.bin"), where,
+             " holds its weights only as pytorch_model.bin (a Python pickle tx does not read); "
+             "convert it once with `python3 scripts/to_safetensors.py ",
+             dir, "`");
+    throw Error(str(where, " has no model.safetensors; give a directory with the model's weights"));
+  }
+  json j;
+  {
+    std::ifstream in(config_path, std::ios::binary);
+    try {
+      j = json::parse(in);
+    } catch (const json::exception& e) {
+      throw Error(str(config_path, ": not valid JSON (", e.what(), "); the file is damaged"));
+    }
+  }
+  TX_CHECK(j.is_object(), config_path, ": not a JSON object; the file is damaged");
+
+  ModelFile out;
+  out.path = dir;
+  out.format = Format::huggingface;
+  io::ModelConfig& c = out.config;
+  c = config_from_json(j, config_path);
+  const int64_t d = c.d_model;
+
+  Mapper m(io::read_safetensors(weights), str("'", weights, "'"));
+  auto first_of = [&](std::initializer_list<const char*> names) -> std::string {
+    for (const char* n : names)
+      if (m.find(n)) return n;
+    return *names.begin();  // take() then names it as missing
+  };
+  for (const char* n :
+       {"model.shared.weight", "model.encoder.embed_tokens.weight",
+        "model.decoder.embed_tokens.weight", "lm_head.weight",
+        "model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight"})
+    m.ignore(n);  // tied copies, and the sinusoid tables tx computes
+  if (c.tied_embeddings == io::TiedEmbeddings::all) {
+    m.take(first_of({"model.shared.weight", "model.encoder.embed_tokens.weight",
+                     "model.decoder.embed_tokens.weight", "lm_head.weight"}),
+           "embed_tokens.weight", {c.src_vocab_size, d});
+  } else {
+    m.take(first_of({"model.encoder.embed_tokens.weight", "model.shared.weight"}),
+           "encoder.embed_tokens.weight", {c.src_vocab_size, d});
+    m.take(first_of({"model.decoder.embed_tokens.weight", "lm_head.weight"}),
+           "decoder.embed_tokens.weight", {c.tgt_vocab_size, d});
+    if (c.tied_embeddings == io::TiedEmbeddings::none)
+      m.take("lm_head.weight", "decoder.output_proj.weight", {c.tgt_vocab_size, d});
+  }
+  m.take("final_logits_bias", "decoder.output_proj.bias", {c.tgt_vocab_size});
+  for (const std::string side : {"encoder", "decoder"}) {
+    const int layers = side == "encoder" ? c.encoder_layers : c.decoder_layers;
+    for (int i = 0; i < layers; ++i) {
+      const std::string from = "model." + side + ".layers." + std::to_string(i) + ".";
+      const std::string to = side + ".layers." + std::to_string(i) + ".";
+      auto attention = [&](const std::string& f, const std::string& t) {
+        for (const char* p : {"q_proj", "k_proj", "v_proj", "out_proj"}) {
+          m.take(from + f + "." + p + ".weight", to + t + "." + p + ".weight", {d, d});
+          m.take(from + f + "." + p + ".bias", to + t + "." + p + ".bias", {d});
+        }
+      };
+      auto norm = [&](const std::string& f, const std::string& t) {
+        m.take(from + f + ".weight", to + t + ".weight", {d});
+        m.take(from + f + ".bias", to + t + ".bias", {d});
+      };
+      attention("self_attn", "self_attn");
+      norm("self_attn_layer_norm", "self_attn_norm");
+      if (side == "decoder") {
+        attention("encoder_attn", "cross_attn");
+        norm("encoder_attn_layer_norm", "cross_attn_norm");
+      }
+      m.take(from + "fc1.weight", to + "ffn.fc1.weight", {c.d_ff, d});
+      m.take(from + "fc1.bias", to + "ffn.fc1.bias", {c.d_ff});
+      m.take(from + "fc2.weight", to + "ffn.fc2.weight", {d, c.d_ff});
+      m.take(from + "fc2.bias", to + "ffn.fc2.bias", {d});
+      norm("final_layer_norm", "ffn_norm");
+    }
+  }
+  m.check_all_used();
+  out.params = m.result();
+
+  // The tokenizer's files: source.spm and target.spm segment, vocab.json numbers (or, with
+  // separate vocabularies, source's vocab.json and target_vocab.json).
+  out.vocabs.kind = VocabKind::pieces;
+  for (const char* spm : {"source.spm", "target.spm"}) {
+    const std::string p = dir + "/" + spm;
+    TX_CHECK(exists(p), where, " has no ", spm,
+             "; tx reads OPUS-MT models with SentencePiece vocabularies (BPE-only models without "
+             ".spm files are not supported)");
+    out.vocabs.paths.push_back(p);
+  }
+  out.vocabs.tables = {dir + "/vocab.json", exists(dir + "/target_vocab.json")
+                                                ? dir + "/target_vocab.json"
+                                                : dir + "/vocab.json"};
+  TX_CHECK(exists(out.vocabs.tables[0]), where, " has no vocab.json (the token table)");
+  // unk is the table's "<unk>" (config.json does not name it).
+  try {
+    std::ifstream in(out.vocabs.tables[1], std::ios::binary);
+    const json table = json::parse(in);
+    if (table.contains("<unk>") && table.at("<unk>").is_number_integer())
+      c.unk_id = table.at("<unk>").get<int32_t>();
+  } catch (const json::exception&) {
+    // The vocabulary's own reader names the problem when the programs load it.
+  }
+  c.validate(true, where);
+  return out;
+}
+
+}  // namespace tx::formats

@@ -1,0 +1,60 @@
+// ModelFile: a model as a file format holds it, turned into tx's terms — the architecture as a
+// ModelConfig and the parameters under tx's names and layouts (f32). One reader per format
+// (marian.cc, huggingface.cc; tx's own safetensors files are read by train/checkpoint.cc), and
+// read_model_file() picks the reader from the path.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "io/model_config.h"
+#include "io/tensor_file.h"
+
+namespace tx::formats {
+
+enum class Format { tx, marian, huggingface };
+const char* name_of(Format format);
+
+// How a model's vocabularies are read (data::Vocab's constructors).
+enum class VocabKind {
+  tx,      // tx's .spm with its fixed ids (data::Vocab(path))
+  marian,  // Marian's .yml / .spm (data::Vocab::marian)
+  pieces,  // Hugging Face: a SentencePiece model segments, a table numbers (data::Vocab::pieces)
+};
+
+struct VocabFiles {
+  VocabKind kind = VocabKind::tx;
+  // source then target: one path each (tx, marian) or the SentencePiece models (pieces)
+  std::vector<std::string> paths;
+  std::vector<std::string> tables;  // pieces: source then target token tables (vocab.json)
+};
+
+// A tx model file made from an imported model (tx-average of Marian models, a fine-tuned
+// OPUS-MT model) keeps its vocabularies' kind and files in this metadata entry, so the programs
+// read them as the original's: {"kind": "marian"|"pieces", "paths": [...], "tables": [...]}.
+constexpr const char* kVocabsKey = "tx.vocabs";
+std::string vocab_files_json(const VocabFiles& vocabs);  // paths made absolute
+// Throws tx::Error naming `where` when the entry is damaged.
+VocabFiles vocab_files_from_json(const std::string& text, const std::string& where);
+
+struct ModelFile {
+  std::string path;
+  Format format = Format::tx;
+  io::ModelConfig config;
+  io::TensorFile params;  // tx names and layouts, f32; empty for Format::tx
+  VocabFiles vocabs;      // found with the model (empty paths: the user gives -v)
+};
+
+// The format of `path`: a directory is a Hugging Face model, "*.npz" a Marian model, anything
+// else a tx safetensors file.
+Format format_of(const std::string& path);
+
+// Reads a Marian or Hugging Face model whole (config, parameters, vocabularies found beside
+// it). For a tx file only the format and path are filled in: its reader is the checkpoint code.
+ModelFile read_model_file(const std::string& path);
+
+// The readers (read_model_file calls them).
+ModelFile read_marian(const std::string& path);
+ModelFile read_huggingface(const std::string& dir);
+
+}  // namespace tx::formats

@@ -1,0 +1,324 @@
+// Models made elsewhere, read in place (formats/), against the engines that made them: the
+// fixtures in tests/fixtures/marian were trained and translated by pymarian, and converted and
+// run by transformers (make.py there; its README.md says how), so these tests compare tx with
+// marian-decoder and generate(), never with tx.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backend/registry.h"
+#include "formats/model_file.h"
+#include "graph/graph.h"
+#include "nn/parameters.h"
+#include "nn/transformer.h"
+#include "support/files.h"
+#include "support/programs.h"
+
+namespace {
+
+using namespace tx::test;
+
+std::string fixture(const std::string& rel) {
+  return std::string(TX_SOURCE_DIR) + "/tests/fixtures/marian/" + rel;
+}
+
+struct Entry {
+  std::string id, text;
+  double score = 0;
+};
+
+// Marian's n-best lines: "id ||| text ||| F0= x ||| score".
+std::vector<Entry> read_nbest(const std::string& text) {
+  std::vector<Entry> out;
+  for (const std::string& line : split_lines(text)) {
+    std::vector<std::string> f;
+    size_t at = 0;
+    while (true) {
+      const size_t bar = line.find(" ||| ", at);
+      f.push_back(line.substr(at, bar == std::string::npos ? std::string::npos : bar - at));
+      if (bar == std::string::npos) break;
+      at = bar + 5;
+    }
+    REQUIRE(f.size() == 4);
+    out.push_back({f[0], f[1], std::strtod(f[3].c_str(), nullptr)});
+  }
+  return out;
+}
+
+// One Marian fixture: the model, its vocabularies (source target) and the input it translated.
+struct Variant {
+  const char* dir;
+  const char* vocabs;  // relative to dir; empty: the model's decoder.yml names them
+  const char* input;   // relative to the fixtures; pre-segmented for .yml vocabularies
+};
+
+const Variant kVariants[] = {
+    {"post-relu-tiedall", "vocab.spm vocab.spm", "input.en"},
+    {"pre-swish-tiedtrg", "src.spm trg.spm", "input.en"},
+    {"post-swish-untied-embn", "src.yml trg.yml", "post-swish-untied-embn/input.pieces"},
+    {"opus-mt/marian", "", "opus-mt/input.pieces"},
+};
+
+std::string model_flags(const Variant& v) {
+  std::string flags = "-m " + fixture(std::string(v.dir) + "/model.npz");
+  if (*v.vocabs) {
+    flags += " -v";
+    std::string words = v.vocabs;
+    size_t at = 0;
+    while (at < words.size()) {
+      const size_t space = words.find(' ', at);
+      flags += " " + fixture(std::string(v.dir) + "/" + words.substr(at, space - at));
+      if (space == std::string::npos) break;
+      at = space + 1;
+    }
+  }
+  // marian-decoder's search as the fixtures ran it: --normalize 0, --max-length-factor 3.
+  return flags + " --normalize 0 --max-length-factor 3 --cpu-threads 1";
+}
+
+// The directory of a variant's expected outputs (opus-mt keeps them beside marian/).
+std::string outputs_of(const Variant& v) {
+  std::string dir = v.dir;
+  const size_t slash = dir.find('/');
+  return fixture(slash == std::string::npos ? dir : dir.substr(0, slash));
+}
+
+// tx-translate's n-best output `out` against marian-decoder's 4-best lists of `v`: the same
+// entries, and scores within Marian's printed precision (6 significant digits).
+void check_marian_nbest(const std::string& out, const Variant& v) {
+  const std::vector<Entry> want = read_nbest(slurp(outputs_of(v) + "/marian.beam4.nbest"));
+  const std::vector<Entry> got = read_nbest(out);
+  REQUIRE_FALSE(want.empty());
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    INFO("entry " << i << ": marian '" << want[i].text << "' " << want[i].score << ", tx '"
+                  << got[i].text << "' " << got[i].score);
+    CHECK(got[i].id == want[i].id);
+    CHECK(got[i].text == want[i].text);
+    CHECK(std::abs(got[i].score - want[i].score) <= 1e-4 + 5e-6 * std::abs(want[i].score));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Marian models: tx-translate's 4-best lists equal marian-decoder's", "[import]") {
+  TempDir dir;
+  for (const Variant& v : kVariants) {
+    INFO("fixture " << v.dir);
+    Run r = run_program(dir, TX_TRANSLATE_BIN,
+                        model_flags(v) + " --beam-size 4 --n-best 4 < " + fixture(v.input));
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    check_marian_nbest(r.out, v);
+  }
+}
+
+TEST_CASE("Marian models: tx-translate's greedy lines equal marian-decoder's", "[import]") {
+  TempDir dir;
+  for (const Variant& v : kVariants) {
+    INFO("fixture " << v.dir);
+    Run r =
+        run_program(dir, TX_TRANSLATE_BIN, model_flags(v) + " --beam-size 1 < " + fixture(v.input));
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const std::vector<Entry> want = read_nbest(slurp(outputs_of(v) + "/marian.greedy.nbest"));
+    const std::vector<std::string> got = split_lines(r.out);
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      INFO("line " << i);
+      CHECK(got[i] == want[i].text);
+    }
+  }
+}
+
+// ---- Hugging Face (the OPUS-MT layout, converted by transformers' own converter) -------------
+
+namespace {
+
+std::vector<std::vector<double>> read_numbers(const std::string& path) {
+  std::vector<std::vector<double>> rows;
+  for (const std::string& line : split_lines(slurp(path))) {
+    std::vector<double> row;
+    std::istringstream in(line);
+    for (double v; in >> v;) row.push_back(v);
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("Hugging Face model: teacher-forced log-probs equal transformers'", "[import]") {
+  tx::register_builtin_backends();
+  std::unique_ptr<tx::Backend> be = tx::create_backend("cpu");
+  // hf-fp32: the PyTorch model in float32; hf: the converter's float16 weights (transformers
+  // computed in float32 from them, as tx does after widening).
+  for (const char* dir : {"hf-fp32", "hf"}) {
+    INFO("model " << dir);
+    const std::string base = fixture(std::string("opus-mt/") + dir);
+    const tx::formats::ModelFile file = tx::formats::read_model_file(base);
+    REQUIRE(file.format == tx::formats::Format::huggingface);
+    tx::nn::ParameterSet params;
+    const tx::nn::Transformer model(tx::nn::ParamScope::for_loading(*be, params), file.config);
+    tx::nn::load_parameters(file.params, *be, params, base);
+    const auto inputs = read_numbers(base + ".input.ids");
+    const auto outputs = read_numbers(base + ".greedy.ids");
+    const auto want = read_numbers(base + ".greedy.logprobs");
+    REQUIRE(inputs.size() == outputs.size());
+    REQUIRE(want.size() == outputs.size());
+    double worst = 0;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      std::vector<int32_t> src(inputs[i].begin(), inputs[i].end());
+      std::vector<int32_t> tgt(outputs[i].begin(), outputs[i].end());
+      REQUIRE(want[i].size() == tgt.size());
+      std::vector<int32_t> tgt_in{file.config.decoder_start_id};
+      tgt_in.insert(tgt_in.end(), tgt.begin(), tgt.end() - 1);
+      const auto S = static_cast<int64_t>(src.size()), T = static_cast<int64_t>(tgt.size());
+      tx::Graph g(*be, tx::GraphOptions{false, false});
+      tx::Var logits = model.forward(g, be->upload(src, {1, S}),
+                                     be->upload(std::vector<int32_t>{static_cast<int32_t>(S)}, {1}),
+                                     be->upload(tgt_in, {1, T}));
+      tx::Tensor lp = be->empty(logits->value.shape());
+      be->log_softmax(logits->value, lp);
+      const std::vector<float> host = be->download<float>(lp);
+      const int64_t V = file.config.tgt_vocab_size;
+      for (int64_t t = 0; t < T; ++t)
+        worst = std::max(worst, std::abs(double(host[t * V + tgt[t]]) - want[i][t]));
+    }
+    INFO("largest difference of a token's log-prob: " << worst);
+    CHECK(worst < 1e-4);
+  }
+}
+
+TEST_CASE("Hugging Face model: tx-translate -m DIR's greedy lines equal generate()'s", "[import]") {
+  TempDir dir;
+  for (const char* model : {"hf-fp32", "hf"}) {
+    INFO("model " << model);
+    const std::string base = fixture(std::string("opus-mt/") + model);
+    // generate()'s max_length 512 counts the start token.
+    Run r = run_program(dir, TX_TRANSLATE_BIN,
+                        "-m " + base +
+                            " --beam-size 1 --max-length-factor 0 --max-length-b 510 "
+                            "--cpu-threads 1 < " +
+                            fixture("input.en"));
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const std::vector<std::string> want = split_lines(slurp(base + ".greedy.txt"));
+    const std::vector<std::string> got = split_lines(r.out);
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      INFO("line " << i);
+      CHECK(got[i] == want[i]);
+    }
+  }
+}
+
+TEST_CASE("tx-average of a Marian model with itself translates as marian-decoder", "[import]") {
+  TempDir dir;
+  const Variant& v = kVariants[1];  // pre-norm: also the marian_prenorm_cache path
+  const std::string avg = dir.file("avg.safetensors");
+  const std::string model = fixture(std::string(v.dir) + "/model.npz");
+  Run a = run_program(dir, TX_AVERAGE_BIN, model + " " + model + " -o " + avg);
+  INFO(a.err);
+  REQUIRE(a.status == 0);
+  // No -v: the averaged file names the vocabularies of model.npz.decoder.yml.
+  Run r = run_program(dir, TX_TRANSLATE_BIN,
+                      "-m " + avg +
+                          " --beam-size 4 --n-best 4 --normalize 0 "
+                          "--max-length-factor 3 --cpu-threads 1 < " +
+                          fixture(v.input));
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  check_marian_nbest(r.out, v);
+}
+
+TEST_CASE("imported models: a user's mistakes are one line naming the problem and the fix",
+          "[import]") {
+  TempDir dir;
+  auto fails = [&](const std::string& args, const std::string& name) {
+    Run r = run_program(dir, TX_TRANSLATE_BIN, args + " < " + fixture("input.en"));
+    INFO("args " << args << "\nstderr " << r.err);
+    CHECK(r.status != 0);
+    CHECK(r.out.empty());
+    CHECK(one_line(r.err));
+    CHECK_THAT(r.err, Catch::Contains(name));
+  };
+  // The Marian vocabularies swapped: decoder.yml names them the other way round.
+  const std::string untied = fixture("post-swish-untied-embn/");
+  fails("-m " + untied + "model.npz -v " + untied + "trg.yml " + untied + "src.yml",
+        "give the source vocabulary first");
+  // A tx .spm given for a Marian model whose ids it does not share.
+  fails("-m " + fixture("post-relu-tiedall/model.npz") + " -v " + untied + "src.yml",
+        "pieces but the model");
+  // A Hugging Face directory with its weights missing, or its .spm files (a BPE model).
+  const std::string hf = fixture("opus-mt/hf-fp32");
+  std::filesystem::create_directories(dir.file("noweights"));
+  for (const char* f : {"config.json", "source.spm", "target.spm", "vocab.json"})
+    std::filesystem::copy_file(hf + "/" + f, dir.file(std::string("noweights/") + f));
+  fails("-m " + dir.file("noweights"), "has no model.safetensors");
+  std::filesystem::copy_file(hf + "/model.safetensors", dir.file("noweights/pytorch_model.bin"));
+  fails("-m " + dir.file("noweights"), "scripts/to_safetensors.py");
+  std::filesystem::remove(dir.file("noweights/pytorch_model.bin"));
+  std::filesystem::copy_file(hf + "/model.safetensors", dir.file("noweights/model.safetensors"));
+  std::filesystem::remove(dir.file("noweights/source.spm"));
+  fails("-m " + dir.file("noweights"), "BPE-only");
+  // A directory that is no model at all.
+  std::filesystem::create_directories(dir.file("empty"));
+  fails("-m " + dir.file("empty"), "is a directory without config.json");
+}
+
+TEST_CASE("tx-train --pretrained-model: the saved model translates as the import did", "[import]") {
+  TempDir dir;
+  const Variant& v = kVariants[1];
+  // Any parallel text will do: the fixture's input and Marian's translations of it.
+  const std::string pairs = fixture(v.input) + " " + outputs_of(v) + "/marian.beam4.out";
+  // One update at a learning rate of 1e-12 moves no weight by half an ulp: the saved model is
+  // the import, now a tx file (its vocabularies named in its tx.vocabs).
+  Run t = run_program(dir, TX_TRAIN_BIN,
+                      "--pretrained-model " + fixture(std::string(v.dir) + "/model.npz") +
+                          " --train-sets " + pairs + " -m " + dir.file("ft") +
+                          " --after-updates 1 --lr-schedule constant --learn-rate 1e-12"
+                          " --max-tokens 2000 --cpu-threads 1 --quiet");
+  INFO(t.err);
+  REQUIRE(t.status == 0);
+  Run r = run_program(dir, TX_TRANSLATE_BIN,
+                      "-m " + dir.file("ft/model.safetensors") +
+                          " --beam-size 4 --n-best 4 --normalize 0 --max-length-factor 3"
+                          " --cpu-threads 1 < " +
+                          fixture(v.input));
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  check_marian_nbest(r.out, v);
+}
+
+TEST_CASE("Hugging Face model: tx-translate -m DIR's beam 4 equals generate()'s, with its scores",
+          "[import]") {
+  TempDir dir;
+  for (const char* model : {"hf-fp32", "hf"}) {
+    INFO("model " << model);
+    const std::string base = fixture(std::string("opus-mt/") + model);
+    Run r = run_program(dir, TX_TRANSLATE_BIN,
+                        "-m " + base +
+                            " --beam-size 4 --n-best 4 --normalize 1 "
+                            "--max-length-factor 0 --max-length-b 510 --cpu-threads 1 < " +
+                            fixture("input.en"));
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const std::vector<std::string> want = split_lines(slurp(base + ".beam4.txt"));
+    const auto want_scores = read_numbers(base + ".beam4.scores");
+    std::vector<Entry> best;  // the first (best) entry of each line's n-best list
+    for (const Entry& e : read_nbest(r.out))
+      if (best.empty() || best.back().id != e.id) best.push_back(e);
+    REQUIRE(best.size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      INFO("line " << i);
+      CHECK(best[i].text == want[i]);
+      CHECK(std::abs(best[i].score - want_scores[i].at(0)) < 1e-4);
+    }
+  }
+}
