@@ -281,9 +281,25 @@ TrainerResult Trainer::run() {
     config.attention_dropout = o.model.attention_dropout;
     config.relu_dropout = o.model.relu_dropout;
     config.label_smoothing = o.model.label_smoothing;
+    TX_CHECK(
+        src_vocab->size() == config.src_vocab_size && tgt_vocab.size() == config.tgt_vocab_size,
+        "the vocabularies '", src_vocab->path(), "' and '", tgt_vocab.path(), "' have ",
+        src_vocab->size(), " and ", tgt_vocab.size(), " pieces but the model '", o.pretrained_model,
+        "' has ", config.src_vocab_size, " and ", config.tgt_vocab_size,
+        "; give the vocabularies the model was trained with (--vocabs)");
   }
   config.src_vocab_size = src_vocab->size();
   config.tgt_vocab_size = tgt_vocab.size();
+  // The model's special ids are the vocabularies' (--pad-id and the like change neither).
+  for (const data::Vocab* v : {static_cast<const data::Vocab*>(src_vocab.get()), &tgt_vocab}) {
+    auto same = [](int32_t model, int32_t vocab) { return model < 0 || model == vocab; };
+    TX_CHECK(v->eos_id() == config.eos_id && same(config.unk_id, v->unk_id()) &&
+                 same(config.pad_id, v->pad_id()) && same(config.bos_id, v->bos_id()),
+             "the vocabulary '", v->path(), "' has pad ", v->pad_id(), ", unk ", v->unk_id(),
+             ", bos ", v->bos_id(), ", eos ", v->eos_id(), " but the model options say pad ",
+             config.pad_id, ", unk ", config.unk_id, ", bos ", config.bos_id, ", eos ",
+             config.eos_id, "; leave the id options at the vocabulary's");
+  }
   TX_CHECK(config.tied_embeddings != io::TiedEmbeddings::all || joint_vocab ||
                !o.pretrained_model.empty(),
            "--tied-embeddings all needs one joint vocabulary: give one path twice in --vocabs "
