@@ -130,7 +130,13 @@ NpyArray parse_npy(const std::vector<uint8_t>& bytes, const std::string& where) 
   TX_CHECK(!shape.empty() && shape.front() == '(', where, ": the .npy shape ", shape,
            " is not a tuple");
   a.shape = parse_shape(shape, where);
-  const int64_t n = a.numel();
+  int64_t n = 1;
+  for (int64_t d : a.shape) {
+    // The data must fit the file: a product beyond it is damage, and must not overflow.
+    TX_CHECK(d == 0 || n <= static_cast<int64_t>(bytes.size()) / d, where, ": the .npy shape ",
+             shape, " holds more values than the file has bytes; the file is damaged");
+    n *= d;
+  }
   const size_t data_offset = offset + header_len;
   const auto size = static_cast<uint64_t>(n) * item_size(a.descr);
   TX_CHECK(n >= 0 && size == bytes.size() - data_offset, where, ": the array holds ",
@@ -142,7 +148,8 @@ NpyArray parse_npy(const std::vector<uint8_t>& bytes, const std::string& where) 
 
 namespace {
 
-std::vector<NpyArray> read_archive(zip_t* archive, const std::string& where) {
+// `archive_bytes`: the size of the whole file, which bounds what an entry can hold.
+std::vector<NpyArray> read_archive(zip_t* archive, size_t archive_bytes, const std::string& where) {
   std::unique_ptr<zip_t, decltype(&zip_discard)> owner(archive, &zip_discard);
   const zip_int64_t entries = zip_get_num_entries(archive, 0);
   std::vector<NpyArray> arrays;
@@ -155,7 +162,12 @@ std::vector<NpyArray> read_archive(zip_t* archive, const std::string& where) {
     std::string name = st.name;
     TX_CHECK(name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0, where, ": entry '",
              name, "' is not a .npy array; not a numpy .npz model");
-    TX_CHECK(st.size < (uint64_t{1} << 34), where, ": entry '", name, "' is too large");
+    // Deflate expands at most ~1032 times: an entry claiming more than that of the file's size
+    // is damaged, and must not make us allocate what it claims.
+    TX_CHECK((st.valid & ZIP_STAT_COMP_SIZE) && st.comp_size <= archive_bytes &&
+                 st.size <= 1100 * static_cast<uint64_t>(st.comp_size) + 4096,
+             where, ": entry '", name, "' claims ", st.size,
+             " bytes, more than the archive can hold; the file is damaged");
     std::vector<uint8_t> bytes(static_cast<size_t>(st.size));
     std::unique_ptr<zip_file_t, decltype(&zip_fclose)> file(zip_fopen_index(archive, i, 0),
                                                             &zip_fclose);
@@ -196,7 +208,7 @@ std::vector<NpyArray> read_npz_bytes(const std::vector<uint8_t>& bytes, const st
                     "); a Marian model is a .npz file as marian writes it"));
   }
   zip_error_fini(&error);
-  return read_archive(archive, where);
+  return read_archive(archive, bytes.size(), where);
 }
 
 }  // namespace tx::formats
