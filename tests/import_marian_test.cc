@@ -322,3 +322,33 @@ TEST_CASE("Hugging Face model: tx-translate -m DIR's beam 4 equals generate()'s,
     }
   }
 }
+
+TEST_CASE("Marian models: tx-score's sentence scores equal Marian's scorer", "[import]") {
+  TempDir dir;
+  // Marian's scorer runs the training graph (pre-norm layers normalise their keys: no decoding
+  // cache), on its greedy translations re-encoded from text, as tx-score reads them.
+  for (const Variant& v : {kVariants[0], kVariants[1], kVariants[2]}) {
+    INFO("fixture " << v.dir);
+    std::string targets;
+    for (const Entry& e : read_nbest(slurp(outputs_of(v) + "/marian.greedy.nbest")))
+      targets += e.text + "\n";
+    write_file(dir.file("tgt.txt"), targets);
+    std::string flags = model_flags(v);
+    flags = flags.substr(0, flags.find(" --normalize"));  // tx-score: plain log-probs
+    Run r = run_program(
+        dir, TX_SCORE_BIN,
+        flags + " --cpu-threads 1 --src " + fixture(v.input) + " --tgt " + dir.file("tgt.txt"));
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const std::vector<std::string> got = split_lines(r.out);
+    const std::vector<std::string> want =
+        split_lines(slurp(outputs_of(v) + "/marian.greedy.scorer"));
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double m = std::strtod(want[i].c_str(), nullptr),
+                   t = std::strtod(got[i].c_str(), nullptr);
+      INFO("line " << i << ": marian " << m << ", tx " << t);
+      CHECK(std::abs(m - t) <= 1e-4 + 5e-6 * std::abs(m));
+    }
+  }
+}
