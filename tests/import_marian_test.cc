@@ -267,6 +267,12 @@ TEST_CASE("imported models: a user's mistakes are one line naming the problem an
   std::filesystem::copy_file(hf + "/model.safetensors", dir.file("noweights/model.safetensors"));
   std::filesystem::remove(dir.file("noweights/source.spm"));
   fails("-m " + dir.file("noweights"), "BPE-only");
+  // Marian models tx does not implement (tests/fixtures/marian/unsupported).
+  const std::string unsupported = fixture("unsupported/");
+  const std::string v = " -v " + unsupported + "vocab.yml";
+  fails("-m " + unsupported + "aan.npz" + v, "'average-attention' (--transformer-decoder-autoreg)");
+  fails("-m " + unsupported + "s2s.npz" + v, "is a Marian 's2s' model, not a Transformer");
+  fails("-m " + unsupported + "factored.npz" + v, "uses factored vocabularies");
   // A directory that is no model at all.
   std::filesystem::create_directories(dir.file("empty"));
   fails("-m " + dir.file("empty"), "is a directory without config.json");

@@ -66,9 +66,9 @@ io::ModelConfig config_from_yaml(const YAML::Node& yml, const std::string& where
 
   const std::string autoreg =
       option<std::string>(yml, "transformer-decoder-autoreg", "self-attention", where);
-  TX_CHECK(autoreg == "self-attention", where, " has a '", autoreg,
-           "' decoder (--transformer-decoder-autoreg), which tx does not implement: tx decodes "
-           "with self-attention only");
+  TX_CHECK(autoreg == "self-attention", where, ": its decoder is '", autoreg,
+           "' (--transformer-decoder-autoreg), which tx does not implement (it decodes with "
+           "self-attention only); translate this model with marian-decoder");
   TX_CHECK(option<int>(yml, "transformer-ffn-depth", 2, where) == 2 &&
                option<int>(yml, "transformer-decoder-ffn-depth", 0, where) % 2 == 0 &&
                option<int>(yml, "transformer-decoder-ffn-depth", 0, where) <= 2,
@@ -90,7 +90,8 @@ io::ModelConfig config_from_yaml(const YAML::Node& yml, const std::string& where
   const std::string mask = option<std::string>(yml, "transformer-attention-mask", "default", where);
   TX_CHECK(mask == "default", where, " has --transformer-attention-mask ", mask, kUnsupported);
   TX_CHECK(option<int>(yml, "lemma-dim-emb", 0, where) == 0, where,
-           " uses factored vocabularies, which tx does not read");
+           " uses factored vocabularies (--lemma-dim-emb), which tx does not read; translate "
+           "this model with marian-decoder");
   const YAML::Node tied_layers = yml["transformer-tied-layers"];
   TX_CHECK(!tied_layers || tied_layers.IsNull() || tied_layers.size() == 0, where,
            " ties decoder layers (--transformer-tied-layers)", kUnsupported);
