@@ -164,9 +164,9 @@ TEST_CASE("data utf8: valid text passes, each kind of malformed sequence is foun
 }
 
 TEST_CASE("data text lines: NUL bytes and UTF-16 are refused with the fix that fits", "[data]") {
-  using tx::describe_text_line_problem;
   using Catch::Contains;
   using Catch::StartsWith;
+  using tx::describe_text_line_problem;
   CHECK(describe_text_line_problem("Männer, café") == "");
   CHECK_THAT(describe_text_line_problem(std::string("ab\0c", 4)),
              StartsWith("NUL byte at byte 3;") && Contains("iconv -f UTF-16"));
@@ -678,22 +678,6 @@ TEST_CASE("data ordered output: waits for earlier lines, refuses duplicates and 
 
 namespace {
 
-// The directory holding multi30k/, found via TX_SOURCE_DIR/../shared/data or by walking up
-// from the working directory; empty when absent.
-std::string shared_data_dir() {
-  std::vector<fs::path> candidates;
-  if (const char* src = std::getenv("TX_SOURCE_DIR"))
-    candidates.push_back(fs::path(src) / ".." / "shared" / "data");
-  for (fs::path p = fs::current_path(); !p.empty(); p = p.parent_path()) {
-    candidates.push_back(p / "shared" / "data");
-    if (p == p.parent_path()) break;
-  }
-  for (const auto& c : candidates)
-    if (fs::exists(c / "multi30k" / "train.de") && fs::exists(c / "multi30k" / "train.en"))
-      return c.string();
-  return {};
-}
-
 std::string squeeze_spaces(const std::string& line) {
   std::istringstream words(line);
   std::string word, out;
@@ -705,7 +689,7 @@ std::string squeeze_spaces(const std::string& line) {
 
 TEST_CASE("data vocab: Multi30k train.de+en, joint 8000 pieces, sampled, exact round trip",
           "[data]") {
-  std::string data = shared_data_dir();
+  std::string data = tx::test::shared_data_dir();
   if (data.empty()) {
     std::cout << "SKIPPED: ../shared/data not found" << std::endl;
     return;

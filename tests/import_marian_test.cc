@@ -2,16 +2,20 @@
 // fixtures in tests/fixtures/marian were trained and translated by pymarian, and converted and
 // run by transformers (make.py there; its README.md says how), so these tests compare tx with
 // marian-decoder and generate(), never with tx.
+#include <sentencepiece_processor.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "backend/registry.h"
+#include "data/vocab.h"
 #include "formats/model_file.h"
 #include "graph/graph.h"
 #include "nn/parameters.h"
@@ -50,18 +54,19 @@ std::vector<Entry> read_nbest(const std::string& text) {
   return out;
 }
 
-// One Marian fixture: the model, its vocabularies (source target) and the input it translated.
+// One Marian fixture: the model, its vocabularies (source target) and how its input was made.
 struct Variant {
   const char* dir;
-  const char* vocabs;  // relative to dir; empty: the model's decoder.yml names them
-  const char* input;   // relative to the fixtures; pre-segmented for .yml vocabularies
+  const char* vocabs;   // relative to dir; empty: the model's decoder.yml names them
+  const char* segment;  // the SentencePiece model that segmented its input (.yml vocabularies,
+                        // as OPUS-MT's pipeline), relative to the fixtures; empty: raw text
 };
 
 const Variant kVariants[] = {
-    {"post-relu-tiedall", "vocab.spm vocab.spm", "input.en"},
-    {"pre-swish-tiedtrg", "src.spm trg.spm", "input.en"},
-    {"post-swish-untied-embn", "src.yml trg.yml", "post-swish-untied-embn/input.pieces"},
-    {"opus-mt/marian", "", "opus-mt/input.pieces"},
+    {"post-relu-tiedall", "vocab.spm vocab.spm", ""},
+    {"pre-swish-tiedtrg", "src.spm trg.spm", ""},
+    {"post-swish-untied-embn", "src.yml trg.yml", "post-swish-untied-embn/src.spm"},
+    {"opus-mt/marian", "", "opus-mt/marian/source.spm"},
 };
 
 std::string model_flags(const Variant& v) {
@@ -88,6 +93,41 @@ std::string outputs_of(const Variant& v) {
   return fixture(slash == std::string::npos ? dir : dir.substr(0, slash));
 }
 
+// The fixtures' input: the first 40 lines of Multi30k's test2016.en, read in place from
+// ../shared/data (the project ships no corpus text); empty when the data is absent.
+const std::vector<std::string>& source_lines() {
+  static const std::vector<std::string> lines = [] {
+    std::vector<std::string> out;
+    const std::string data = shared_data_dir();
+    if (data.empty()) return out;
+    out = split_lines(slurp(data + "/multi30k/test2016.en"));
+    out.resize(std::min<size_t>(out.size(), 40));
+    return out;
+  }();
+  return lines;
+}
+
+// `v`'s input written into `dir`: the text, or its pieces joined by spaces as `v.segment`
+// segments them (spm_encode's output, which the fixture's Marian model was given).
+std::string input_of(const TempDir& dir, const Variant& v) {
+  std::string text;
+  sentencepiece::SentencePieceProcessor sp;
+  if (*v.segment) REQUIRE(sp.Load(fixture(v.segment)).ok());
+  for (const std::string& line : source_lines()) {
+    if (!*v.segment) {
+      text += line + "\n";
+      continue;
+    }
+    std::vector<std::string> pieces;
+    REQUIRE(sp.Encode(line, &pieces).ok());
+    for (size_t i = 0; i < pieces.size(); ++i) text += (i ? " " : "") + pieces[i];
+    text += "\n";
+  }
+  const std::string path = dir.file(std::string("input.") + (*v.segment ? "pieces" : "txt"));
+  write_file(path, text);
+  return path;
+}
+
 // tx-translate's n-best output `out` against marian-decoder's 4-best lists of `v`: the same
 // entries, and scores within Marian's printed precision (6 significant digits).
 void check_marian_nbest(const std::string& out, const Variant& v) {
@@ -106,12 +146,20 @@ void check_marian_nbest(const std::string& out, const Variant& v) {
 
 }  // namespace
 
+// The fixtures' outputs are of test2016's lines, which the tests read from ../shared/data.
+#define TX_SOURCE_OR_SKIP()                                                               \
+  if (source_lines().empty()) {                                                           \
+    std::cout << "SKIPPED: ../shared/data (Multi30k test2016.en) not found" << std::endl; \
+    return;                                                                               \
+  }
+
 TEST_CASE("Marian models: tx-translate's 4-best lists equal marian-decoder's", "[import]") {
   TempDir dir;
+  TX_SOURCE_OR_SKIP();
   for (const Variant& v : kVariants) {
     INFO("fixture " << v.dir);
     Run r = run_program(dir, TX_TRANSLATE_BIN,
-                        model_flags(v) + " --beam-size 4 --n-best 4 < " + fixture(v.input));
+                        model_flags(v) + " --beam-size 4 --n-best 4 < " + input_of(dir, v));
     INFO(r.err);
     REQUIRE(r.status == 0);
     check_marian_nbest(r.out, v);
@@ -120,10 +168,11 @@ TEST_CASE("Marian models: tx-translate's 4-best lists equal marian-decoder's", "
 
 TEST_CASE("Marian models: tx-translate's greedy lines equal marian-decoder's", "[import]") {
   TempDir dir;
+  TX_SOURCE_OR_SKIP();
   for (const Variant& v : kVariants) {
     INFO("fixture " << v.dir);
     Run r =
-        run_program(dir, TX_TRANSLATE_BIN, model_flags(v) + " --beam-size 1 < " + fixture(v.input));
+        run_program(dir, TX_TRANSLATE_BIN, model_flags(v) + " --beam-size 1 < " + input_of(dir, v));
     INFO(r.err);
     REQUIRE(r.status == 0);
     const std::vector<Entry> want = read_nbest(slurp(outputs_of(v) + "/marian.greedy.nbest"));
@@ -154,6 +203,7 @@ std::vector<std::vector<double>> read_numbers(const std::string& path) {
 }  // namespace
 
 TEST_CASE("Hugging Face model: teacher-forced log-probs equal transformers'", "[import]") {
+  TX_SOURCE_OR_SKIP();
   tx::register_builtin_backends();
   std::unique_ptr<tx::Backend> be = tx::create_backend("cpu");
   // hf-fp32: the PyTorch model in float32; hf: the converter's float16 weights (transformers
@@ -166,14 +216,21 @@ TEST_CASE("Hugging Face model: teacher-forced log-probs equal transformers'", "[
     tx::nn::ParameterSet params;
     const tx::nn::Transformer model(tx::nn::ParamScope::for_loading(*be, params), file.config);
     tx::nn::load_parameters(file.params, *be, params, base);
-    const auto inputs = read_numbers(base + ".input.ids");
+    // The source ids as MarianTokenizer makes them (pieces numbered by vocab.json, then eos).
+    const tx::data::Vocab vocab =
+        tx::data::Vocab::pieces(base + "/source.spm", base + "/vocab.json");
+    std::vector<std::vector<int32_t>> inputs;
+    for (const std::string& line : source_lines()) {
+      inputs.push_back(vocab.encode(line));
+      inputs.back().push_back(file.config.eos_id);
+    }
     const auto outputs = read_numbers(base + ".greedy.ids");
     const auto want = read_numbers(base + ".greedy.logprobs");
     REQUIRE(inputs.size() == outputs.size());
     REQUIRE(want.size() == outputs.size());
     double worst = 0;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      std::vector<int32_t> src(inputs[i].begin(), inputs[i].end());
+      const std::vector<int32_t>& src = inputs[i];
       std::vector<int32_t> tgt(outputs[i].begin(), outputs[i].end());
       REQUIRE(want[i].size() == tgt.size());
       std::vector<int32_t> tgt_in{file.config.decoder_start_id};
@@ -197,6 +254,7 @@ TEST_CASE("Hugging Face model: teacher-forced log-probs equal transformers'", "[
 
 TEST_CASE("Hugging Face model: tx-translate -m DIR's greedy lines equal generate()'s", "[import]") {
   TempDir dir;
+  TX_SOURCE_OR_SKIP();
   for (const char* model : {"hf-fp32", "hf"}) {
     INFO("model " << model);
     const std::string base = fixture(std::string("opus-mt/") + model);
@@ -205,7 +263,7 @@ TEST_CASE("Hugging Face model: tx-translate -m DIR's greedy lines equal generate
                         "-m " + base +
                             " --beam-size 1 --max-length-factor 0 --max-length-b 510 "
                             "--cpu-threads 1 < " +
-                            fixture("input.en"));
+                            input_of(dir, kVariants[0]));
     INFO(r.err);
     REQUIRE(r.status == 0);
     const std::vector<std::string> want = split_lines(slurp(base + ".greedy.txt"));
@@ -220,6 +278,7 @@ TEST_CASE("Hugging Face model: tx-translate -m DIR's greedy lines equal generate
 
 TEST_CASE("tx-average of a Marian model with itself translates as marian-decoder", "[import]") {
   TempDir dir;
+  TX_SOURCE_OR_SKIP();
   const Variant& v = kVariants[1];  // pre-norm: also the marian_prenorm_cache path
   const std::string avg = dir.file("avg.safetensors");
   const std::string model = fixture(std::string(v.dir) + "/model.npz");
@@ -231,7 +290,7 @@ TEST_CASE("tx-average of a Marian model with itself translates as marian-decoder
                       "-m " + avg +
                           " --beam-size 4 --n-best 4 --normalize 0 "
                           "--max-length-factor 3 --cpu-threads 1 < " +
-                          fixture(v.input));
+                          input_of(dir, v));
   INFO(r.err);
   REQUIRE(r.status == 0);
   check_marian_nbest(r.out, v);
@@ -240,8 +299,9 @@ TEST_CASE("tx-average of a Marian model with itself translates as marian-decoder
 TEST_CASE("imported models: a user's mistakes are one line naming the problem and the fix",
           "[import]") {
   TempDir dir;
+  write_file(dir.file("in.txt"), "A man in an orange hat.\n");
   auto fails = [&](const std::string& args, const std::string& name) {
-    Run r = run_program(dir, TX_TRANSLATE_BIN, args + " < " + fixture("input.en"));
+    Run r = run_program(dir, TX_TRANSLATE_BIN, args + " < " + dir.file("in.txt"));
     INFO("args " << args << "\nstderr " << r.err);
     CHECK(r.status != 0);
     CHECK(r.out.empty());
@@ -280,9 +340,10 @@ TEST_CASE("imported models: a user's mistakes are one line naming the problem an
 
 TEST_CASE("tx-train --pretrained-model: the saved model translates as the import did", "[import]") {
   TempDir dir;
+  TX_SOURCE_OR_SKIP();
   const Variant& v = kVariants[1];
   // Any parallel text will do: the fixture's input and Marian's translations of it.
-  const std::string pairs = fixture(v.input) + " " + outputs_of(v) + "/marian.beam4.out";
+  const std::string pairs = input_of(dir, v) + " " + outputs_of(v) + "/marian.beam4.out";
   // One update at a learning rate of 1e-12 moves no weight by half an ulp: the saved model is
   // the import, now a tx file (its vocabularies named in its tx.vocabs).
   Run t = run_program(dir, TX_TRAIN_BIN,
@@ -296,7 +357,7 @@ TEST_CASE("tx-train --pretrained-model: the saved model translates as the import
                       "-m " + dir.file("ft/model.safetensors") +
                           " --beam-size 4 --n-best 4 --normalize 0 --max-length-factor 3"
                           " --cpu-threads 1 < " +
-                          fixture(v.input));
+                          input_of(dir, v));
   INFO(r.err);
   REQUIRE(r.status == 0);
   check_marian_nbest(r.out, v);
@@ -305,6 +366,7 @@ TEST_CASE("tx-train --pretrained-model: the saved model translates as the import
 TEST_CASE("Hugging Face model: tx-translate -m DIR's beam 4 equals generate()'s, with its scores",
           "[import]") {
   TempDir dir;
+  TX_SOURCE_OR_SKIP();
   for (const char* model : {"hf-fp32", "hf"}) {
     INFO("model " << model);
     const std::string base = fixture(std::string("opus-mt/") + model);
@@ -312,7 +374,7 @@ TEST_CASE("Hugging Face model: tx-translate -m DIR's beam 4 equals generate()'s,
                         "-m " + base +
                             " --beam-size 4 --n-best 4 --normalize 1 "
                             "--max-length-factor 0 --max-length-b 510 --cpu-threads 1 < " +
-                            fixture("input.en"));
+                            input_of(dir, kVariants[0]));
     INFO(r.err);
     REQUIRE(r.status == 0);
     const std::vector<std::string> want = split_lines(slurp(base + ".beam4.txt"));
@@ -331,6 +393,7 @@ TEST_CASE("Hugging Face model: tx-translate -m DIR's beam 4 equals generate()'s,
 
 TEST_CASE("Marian models: tx-score's sentence scores equal Marian's scorer", "[import]") {
   TempDir dir;
+  TX_SOURCE_OR_SKIP();
   // Marian's scorer runs the training graph (pre-norm layers normalise their keys: no decoding
   // cache), on its greedy translations re-encoded from text, as tx-score reads them.
   for (const Variant& v : {kVariants[0], kVariants[1], kVariants[2]}) {
@@ -343,7 +406,7 @@ TEST_CASE("Marian models: tx-score's sentence scores equal Marian's scorer", "[i
     flags = flags.substr(0, flags.find(" --normalize"));  // tx-score: plain log-probs
     Run r = run_program(
         dir, TX_SCORE_BIN,
-        flags + " --cpu-threads 1 --src " + fixture(v.input) + " --tgt " + dir.file("tgt.txt"));
+        flags + " --cpu-threads 1 --src " + input_of(dir, v) + " --tgt " + dir.file("tgt.txt"));
     INFO(r.err);
     REQUIRE(r.status == 0);
     const std::vector<std::string> got = split_lines(r.out);

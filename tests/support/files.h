@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -68,6 +69,23 @@ inline void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);
   out << bytes;
   REQUIRE(out.good());
+}
+
+// The directory holding multi30k/, found via TX_SOURCE_DIR/../shared/data or by walking up
+// from the working directory; empty when absent.
+inline std::string shared_data_dir() {
+  std::vector<std::filesystem::path> candidates;
+  if (const char* src = std::getenv("TX_SOURCE_DIR"))
+    candidates.push_back(std::filesystem::path(src) / ".." / "shared" / "data");
+  for (std::filesystem::path p = std::filesystem::current_path(); !p.empty(); p = p.parent_path()) {
+    candidates.push_back(p / "shared" / "data");
+    if (p == p.parent_path()) break;
+  }
+  for (const auto& c : candidates)
+    if (std::filesystem::exists(c / "multi30k" / "train.de") &&
+        std::filesystem::exists(c / "multi30k" / "train.en"))
+      return c.string();
+  return {};
 }
 
 }  // namespace tx::test
