@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "data/vocab.h"
 #include "fuzz_file.h"
+#include "use_vocab.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
@@ -13,12 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tx::fuzz::NamedFile file(data + 1, size - 1, tx::fuzz::scratch_dir(),
                            json ? "vocab.json" : "vocab.yml");
   try {
-    const tx::data::Vocab vocab = tx::data::Vocab::marian(file.path());
-    const std::vector<int32_t> ids = vocab.encode("▁Ein ▁Mann </s> <unk> fährt");
-    vocab.decode(ids);
-    std::vector<int32_t> all;
-    for (int32_t id = 0; id < vocab.size() && id < 64; ++id) all.push_back(id);
-    vocab.decode(all);
+    tx::fuzz::use_vocab(tx::data::Vocab::marian(file.path()), "▁Ein ▁Mann </s> <unk> fährt");
   } catch (const tx::Error&) {
   }
   return 0;
