@@ -132,7 +132,8 @@ class BeamSearch {
                      const SearchLimits& limits);
 
   // The longest output (eos not counted) for a source of `source_tokens` tokens (eos not
-  // counted).
+  // counted). With SearchRule::marian: the step at which the kept hypotheses end (Marian's
+  // limit of tokens, minus one).
   int64_t max_output_length(int64_t source_tokens) const;
 
   const BeamSearchOptions& options() const { return options_; }
