@@ -48,11 +48,15 @@ std::vector<std::string> pair_of(const Options& options, const std::string& name
 std::unique_ptr<tx::Backend> backend_of(const Options& options,
                                         const tx::train::Collective* world = nullptr) {
   tx::register_builtin_backends();
-  tx::BackendOptions bo;
-  bo.threads = static_cast<int>(options.integer("cpu-threads"));
+  tx::BackendOptions bo = options.backend_options();
   std::string device = options.text("device");
   if (world && world->local_size() > 1) {
-    if (device == "cuda") device = tx::str("cuda:", world->local_rank());
+    if (device == "cuda")
+      device = tx::str("cuda:", world->local_rank());
+    else if (device.rfind("cuda:", 0) == 0)
+      throw UsageError(tx::str("--device ", device, " under mpirun puts all ", world->local_size(),
+                               " processes of this machine on one GPU; give --device cuda (each "
+                               "process takes cuda:<local rank>)"));
     if (bo.threads == 0)
       bo.threads =
           std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world->local_size());

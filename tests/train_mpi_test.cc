@@ -313,6 +313,19 @@ TEST_CASE("a rank that fails stops the others with its error", "[train_mpi]") {
   CHECK(err.find("tx-train: error: process 0 of 2: ") != std::string::npos);
 }
 
+TEST_CASE("mpirun with --device cuda:N is refused: every process would share one GPU",
+          "[train_mpi]") {
+  REQUIRE_MPI();
+  TempDir dir;
+  // Refused before any device is opened, so the same line on a machine without a GPU.
+  const Run r = mpi_train(dir, tiny_flags(dir) + " --after-updates 1 --device cuda:0");
+  INFO(r.err);
+  CHECK(r.status != 0);
+  CHECK(r.err.find("--device cuda:0 under mpirun puts all 2 processes") != std::string::npos);
+  CHECK(r.err.find("give --device cuda") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir.file("m/model.safetensors")));
+}
+
 TEST_CASE("SIGTERM to mpirun: the ranks stop together and rank 0 saves the checkpoint",
           "[train_mpi]") {
   REQUIRE_MPI();

@@ -21,7 +21,7 @@
 
 namespace tx::app {
 
-// The options it reads: model, vocabs (one joint or source + target), device, cpu-threads, int8.
+// The options it reads: model, vocabs (one joint or source + target), device, cpu-threads, tf32, int8.
 class LoadedModel {
  public:
   explicit LoadedModel(const Options& options) {
@@ -67,9 +67,7 @@ class LoadedModel {
     check_ids(*src_vocab_, *tgt_vocab_, path);
 
     register_builtin_backends();
-    BackendOptions bo;
-    bo.threads = static_cast<int>(options.integer("cpu-threads"));
-    backend_ = create_backend(options.text("device"), bo);
+    backend_ = create_backend(options.text("device"), options.backend_options());
     model_ = nn::Transformer(nn::ParamScope::for_loading(*backend_, params_), config_);
     if (file.format == formats::Format::tx)
       train::load_model(path, *backend_, config_, params_);

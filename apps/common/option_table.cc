@@ -91,6 +91,11 @@ std::vector<OptionSpec> make_registry() {
                      kCompute, device, device_spec));
   t.push_back(option("cpu-threads", OptionType::integer, 0, "CPU threads; 0 = all cores", kCompute,
                      device, non_negative));
+  t.push_back(
+      option("tf32", OptionType::flag, false,
+             "cuda: fp32 GEMMs on TF32 tensor cores (inputs rounded to 10-bit "
+             "mantissas, fp32 sums): faster, results no longer the CPU's (docs/backends.md)",
+             kCompute, device));
   t.push_back(option("seed", OptionType::integer, 1,
                      "Seed of every random choice (initialisation, dropout, shuffling)", kCompute,
                      device, non_negative));

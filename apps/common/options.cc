@@ -166,6 +166,13 @@ io::ModelConfig Options::model_config() const {
   return c;
 }
 
+BackendOptions Options::backend_options() const {
+  BackendOptions o;
+  o.threads = static_cast<int>(integer("cpu-threads"));
+  o.tf32 = flag("tf32");
+  return o;
+}
+
 json read_config_file(const std::string& path, Program program) {
   const std::string where = str("--config '", path, "'");
   std::ifstream in(path);

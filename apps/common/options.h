@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/error.h"
 #include "io/model_config.h"
 
@@ -113,6 +114,8 @@ class Options {
   LogLevel log_level() const;
   // The model options as a ModelConfig (vocabulary sizes 0: tx-train sets them), validated.
   io::ModelConfig model_config() const;
+  // --cpu-threads and --tf32 as backend options (--device's index is the registry's).
+  BackendOptions backend_options() const;
 
   // Every value as one JSON object keyed by option name: the --dump-config output.
   const nlohmann::json& values() const { return values_; }

@@ -35,6 +35,9 @@ CpuBackend::CpuBackend(const BackendOptions& options)
       gemm_(std::make_unique<GemmCache>()) {
   TX_CHECK(options.device_index == 0, "--device cpu:", options.device_index,
            ": there is one cpu device; use --device cpu and --cpu-threads to size it");
+  TX_CHECK(!options.tf32,
+           "--tf32 is a mode of NVIDIA GPUs' tensor cores; remove it for --device "
+           "cpu (fp32 GEMMs there are exact fp32)");
   // oneDNN's OpenMP runtime and our loops share this setting.
   omp_set_num_threads(threads_);
 }

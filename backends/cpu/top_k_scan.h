@@ -4,12 +4,12 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backend/rank_order.h"
+
 namespace tx::cpu {
 
-// Whether (va, a) comes before (vb, b): value descending, ties to the lower index.
-inline bool ranks_before(float va, int32_t a, float vb, int32_t b) {
-  return va > vb || (va == vb && a < b);
-}
+using math::ranks_above;
+using math::ranks_before;
 
 // The k best of one row in one pass: a sorted list of the best so far, and a scan that skips
 // 64 values at a time while none beats the list's last (16 skipped 2.8% of beam 5 x 32's
@@ -21,7 +21,7 @@ inline void top_k_scan(const float* in, int64_t cols, int k, float* values, int3
   for (int j = 0; j < k; ++j) {
     // Insertion of element j into the sorted first j: ties keep index order.
     int pos = j;
-    while (pos > 0 && in[j] > values[pos - 1]) {
+    while (pos > 0 && ranks_above(in[j], values[pos - 1])) {
       values[pos] = values[pos - 1];
       indices[pos] = indices[pos - 1];
       --pos;
@@ -33,16 +33,20 @@ inline void top_k_scan(const float* in, int64_t cols, int k, float* values, int3
   float last = values[k - 1];
   for (int64_t start = k; start < cols; start += kChunk) {
     const int64_t end = std::min(cols, start + kChunk);
-    // An int, not a bool: GCC 12 leaves a bool |-reduction scalar (a compare, set and or per
-    // value, most of the scan's time); this one becomes a vector compare.
-    int any = 0;
+    // A NaN never passes `> last`, which is its rank (after every number); while the list's
+    // last is a NaN, any number beats it, and the plain compare would skip them all.
+    if (last == last) {
+      // An int, not a bool: GCC 12 leaves a bool |-reduction scalar (a compare, set and or per
+      // value, most of the scan's time); this one becomes a vector compare.
+      int any = 0;
 #pragma omp simd reduction(| : any)
-    for (int64_t c = start; c < end; ++c) any |= in[c] > last ? 1 : 0;
-    if (!any) continue;
+      for (int64_t c = start; c < end; ++c) any |= in[c] > last ? 1 : 0;
+      if (!any) continue;
+    }
     for (int64_t c = start; c < end; ++c) {
-      if (!(in[c] > last)) continue;
+      if (!ranks_above(in[c], last)) continue;
       int pos = k - 1;
-      while (pos > 0 && in[c] > values[pos - 1]) {
+      while (pos > 0 && ranks_above(in[c], values[pos - 1])) {
         values[pos] = values[pos - 1];
         indices[pos] = indices[pos - 1];
         --pos;

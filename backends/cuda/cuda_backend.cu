@@ -103,12 +103,20 @@ std::string cuda_unavailable_reason() {
   }
   if (count == 0) return "no CUDA device found";
   // The kernels are built for sm_80 and sm_90 (plus PTX for newer GPUs): older GPUs cannot run
-  // them. Reported for device 0; a specific cuda:N is checked when it is created.
-  cudaDeviceProp prop;
-  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major < 8)
-    return str("CUDA device 0 (", prop.name, ") has compute capability ", prop.major, ".",
-               prop.minor, "; this build's kernels need 8.0 or newer");
-  return "";
+  // them. Unavailable when no device can; the constructor checks the cuda:N asked for.
+  std::string found;
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
+    if (prop.major >= 8) return "";
+    found += str(found.empty() ? "" : ", ", "cuda:", i, " ", prop.name, " (", prop.major, ".",
+                 prop.minor, ")");
+  }
+  cudaGetLastError();
+  return str(
+      "no CUDA device of compute capability 8.0 or newer, which this build's kernels "
+      "need (found: ",
+      found, ")");
 }
 
 CudaBackend::CudaBackend(const BackendOptions& options) : index_(options.device_index) {
@@ -130,8 +138,10 @@ CudaBackend::CudaBackend(const BackendOptions& options) : index_(options.device_
            ")");
   cublas_ = handle;
   TX_CHECK(cublasSetStream(handle, s) == CUBLAS_STATUS_SUCCESS, "cuda: cublasSetStream failed");
-  // Exact fp32 GEMMs (no TF32): results stay comparable with the CPU backend.
-  cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH);
+  // Exact fp32 GEMMs unless --tf32: results stay comparable with the CPU backend.
+  TX_CHECK(cublasSetMathMode(handle, options.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                  : CUBLAS_DEFAULT_MATH) == CUBLAS_STATUS_SUCCESS,
+           "cuda: cublasSetMathMode failed");
   // The record lives in device memory (device atomics on it are plain global atomics); each
   // synchronize() copies it into pinned host memory in stream order before waiting.
   void* record = nullptr;
@@ -193,7 +203,11 @@ void CudaBackend::synchronize() {
   check(cudaMemcpyAsync(errors_host_, errors_device_, sizeof(IndexErrorRecord),
                         cudaMemcpyDeviceToHost, as_stream(stream_)),
         "copy index error record");
-  check(cudaStreamSynchronize(as_stream(stream_)), "synchronize");
+  const cudaError_t status = cudaStreamSynchronize(as_stream(stream_));
+  // Kernels run after their launch returned: a fault surfaces here, far from its kernel.
+  TX_CHECK(status == cudaSuccess, "cuda:", index_,
+           ": a kernel failed: ", cudaGetErrorString(status),
+           "; run again with CUDA_LAUNCH_BLOCKING=1 to have the error name the kernel");
   raise_index_error();
 }
 

@@ -1,5 +1,6 @@
 // GEMM through cuBLAS on the backend's stream: 2-D (cublasSgemm) and strided batched
-// (cublasSgemmStridedBatched), transposes, alpha and beta; exact fp32 (no TF32).
+// (cublasSgemmStridedBatched), transposes, alpha and beta; exact fp32 unless the backend was
+// made with tf32 (the handle's math mode).
 //
 // Row-major C[M,N] = op(A) op(B) is column-major C^T[N,M] = op(B)^T op(A)^T, so cuBLAS gets the
 // operands swapped: (B, A) with the same transpose flags, m = N, n = M, and the row-major leading
@@ -48,7 +49,10 @@ void CudaBackend::gemm_impl(const Tensor& a, bool trans_a, const Tensor& b, bool
   }
   TX_CHECK(status == CUBLAS_STATUS_SUCCESS, "gemm: cuBLAS failed with status ", int(status), " (",
            cublasGetStatusString(status), ") for a ", a.shape().str(), " b ", b.shape().str(),
-           " c ", c.shape().str());
+           " c ", c.shape().str(),
+           status == CUBLAS_STATUS_ALLOC_FAILED
+               ? "; the GPU is out of memory: use smaller batches (--max-tokens)"
+               : "");
 }
 
 // cuBLAS reads a weight as it is: nothing to pack.

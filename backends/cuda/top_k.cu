@@ -1,9 +1,11 @@
-// top_k: the k largest entries of each row in descending order, ties to the lower index, in
-// the total order "a before b iff a > b, or a == b and index(a) < index(b)". One block per row.
+// top_k: the k largest entries of each row in descending order, ties to the lower index, NaN
+// after every number: the total order of backend/rank_order.h, shared with the CPU. One block
+// per row.
 // Small k (beam search: 2 x beam): k passes, pass p picks the first element after pick p-1,
 // O(k * cols / threads) per row, no scratch memory. Large k (more than cols / 16): every element
 // counts the elements before it, which is its output slot, O(cols^2 / threads) per row with no
 // barriers.
+#include "backend/rank_order.h"
 #include "cuda_backend.h"
 #include "cuda_common.cuh"
 
@@ -20,7 +22,7 @@ struct Candidate {
 __device__ inline bool before(const Candidate& a, const Candidate& b) {
   if (b.index < 0) return a.index >= 0;
   if (a.index < 0) return false;
-  return a.value > b.value || (a.value == b.value && a.index < b.index);
+  return math::ranks_before(a.value, a.index, b.value, b.index);
 }
 
 __device__ inline Candidate warp_best(Candidate c) {

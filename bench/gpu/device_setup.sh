@@ -1,15 +1,6 @@
-# Shared by the device_*.sh scripts (sourced): logging, the per-phase time limit, and the
-# payload unpacked where the tests' compiled-in paths expect it. Needs payload, data, out, root.
+# Sourced by device_run.sh: the payload unpacked where the tests' compiled-in paths expect it
+# (/work/main, its build/ and ../shared/data). Needs payload, data, out, root.
 mkdir -p "$out"
-say() { echo "== $(date +%T) $*" | tee -a "$out/summary.txt"; }
-phase() {  # phase NAME SECONDS COMMAND...: run with a limit, log to OUT/NAME.log
-  local name="$1" limit="$2"; shift 2
-  local t0=$SECONDS
-  timeout -k 5 "$limit" "$@" >"$out/$name.log" 2>&1
-  local rc=$?
-  say "$name: rc $rc in $((SECONDS - t0)) s"
-  tail -n 4 "$out/$name.log" | sed 's/^/    /' | tee -a "$out/summary.txt"
-}
 
 tx=/tmp/tx
 mkdir -p "$tx" && tar xJf "$payload" -C "$tx"
@@ -23,6 +14,4 @@ mkdir -p /work /work/shared/data
 [ -e /work/shared/data/multi30k ] || ln -s "$(cd "$data" && pwd)" /work/shared/data/multi30k
 mkdir -p /work/main/build/apps /work/main/build/tests
 cp "$tx"/bin/tx-* /work/main/build/apps/ && cp "$tx/bin/tx_tests" /work/main/build/tests/
-bin=/work/main/build/apps
-export OMP_WAIT_POLICY=passive
 

@@ -12,9 +12,15 @@ Batches are cut as tx-train cuts them (data/batcher.cc): within windows of --max
 --max-tokens tokens, pairs sorted by max(source + eos, bos + target) and cut greedily so that
 rows x the widest row stays within --max-tokens; whole batches shuffled.
 
+On a GPU (--device cuda), --precision picks the GEMMs' arithmetic: fp32 (exact), tf32
+(torch.backends.cuda.matmul.allow_tf32) or bf16 (torch.autocast with bfloat16: PyTorch's AMP,
+fp32 weights and optimizer).
+
 Usage: torch_transformer.py --spm VOCAB.spm --src train.en --tgt train.de --updates 60
-       [--warmup-updates 10] [--threads 2] [--max-tokens 4096] ... ; prints one JSON line.
+       [--warmup-updates 10] [--threads 2] [--max-tokens 4096] [--device cuda]
+       [--precision fp32|tf32|bf16] ... ; prints one JSON line.
 """
+import contextlib
 import argparse
 import json
 import math
@@ -63,7 +69,7 @@ class Transformer(nn.Module):
         src_pad = src == PAD
         memory = self.encoder(self.embed_at(src), src_key_padding_mask=src_pad)
         t = tgt_in.shape[1]
-        causal = torch.triu(torch.full((t, t), float("-inf")), diagonal=1)
+        causal = torch.triu(torch.full((t, t), float("-inf"), device=tgt_in.device), diagonal=1)
         h = self.decoder(self.embed_at(tgt_in), memory, tgt_mask=causal,
                          tgt_key_padding_mask=tgt_in == PAD, memory_key_padding_mask=src_pad)
         return h @ self.embed.weight.t()
@@ -131,6 +137,8 @@ def main():
     ap.add_argument("--learn-rate", type=float, default=1e-3)
     ap.add_argument("--lr-warmup", type=int, default=800)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--precision", choices=["fp32", "tf32", "bf16"], default="fp32")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -146,7 +154,12 @@ def main():
 
     model = Transformer(sp.get_piece_size(), args.d_model, args.heads, args.d_ff,
                         args.enc_layers, args.dec_layers, args.dropout)
+    device = torch.device(args.device)
+    model.to(device)
     model.train()
+    torch.backends.cuda.matmul.allow_tf32 = args.precision == "tf32"
+    autocast = (torch.autocast(device.type, dtype=torch.bfloat16)
+                if args.precision == "bf16" else contextlib.nullcontext())
     opt = torch.optim.Adam(model.parameters(), lr=args.learn_rate, betas=(0.9, 0.98), eps=1e-9)
     warm = args.lr_warmup
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -157,15 +170,19 @@ def main():
     for update in range(args.updates):
         src, tin, tout = next(feed)
         start = time.perf_counter()
-        logits = model(src, tin)
+        src, tin, tout = src.to(device), tin.to(device), tout.to(device)
         tokens = int((tout != PAD).sum())
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tout.reshape(-1),
-                               ignore_index=PAD, label_smoothing=args.label_smoothing,
-                               reduction="sum")
+        with autocast:
+            logits = model(src, tin)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
+                                   tout.reshape(-1), ignore_index=PAD,
+                                   label_smoothing=args.label_smoothing, reduction="sum")
         opt.zero_grad(set_to_none=True)
         (loss / tokens).backward()
         opt.step()
         sched.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()  # the step's kernels finish inside the timed span
         secs = time.perf_counter() - start
         cost = float(loss) / tokens
         if update >= args.warmup_updates:
@@ -174,7 +191,8 @@ def main():
         print(f"torch: update {update + 1}: {tokens} target tokens, {secs:.2f} s, cost {cost:.3f}",
               file=sys.stderr)
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"peer": "pytorch " + torch.__version__, "updates": args.updates,
+    print(json.dumps({"peer": "pytorch " + torch.__version__, "device": args.device,
+                      "precision": args.precision, "updates": args.updates,
                       "timed_updates": args.updates - args.warmup_updates,
                       "target_tokens_per_s": timed_tokens / max(timed_secs, 1e-9),
                       "tokens_per_update": timed_tokens / max(args.updates - args.warmup_updates, 1),

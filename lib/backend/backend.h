@@ -34,6 +34,9 @@ namespace tx {
 struct BackendOptions {
   int threads = 0;       // CPU worker threads; 0 = all cores
   int device_index = 0;  // which GPU for cuda
+  // cuda: fp32 GEMMs on TF32 tensor cores (inputs rounded to 10-bit mantissas, fp32 sums);
+  // the cpu backend refuses it.
+  bool tf32 = false;
 };
 
 class Backend {
@@ -181,7 +184,7 @@ class Backend {
   void scatter_add_rows(const Tensor& src, const Tensor& index, const Tensor& dst,
                         float scale = 1.0f);
   // The k largest entries of each row of x [R, C], in descending order (ties: lower index
-  // first): values f32 [R, k], indices i32 [R, k].
+  // first; NaN after every number, backend/rank_order.h): values f32 [R, k], indices i32 [R, k].
   void top_k(const Tensor& x, int k, const Tensor& values, const Tensor& indices);
   // One beam-search step's choice, without writing the [R, V] scores: logits [R, V] of
   // R = groups * beam rows; candidate (r, v) scores ((logits[r, v] - logsumexp(logits[r])) +

@@ -284,3 +284,34 @@ TEMPLATE_TEST_CASE("gemm profiling: the tally counts 2 M N K per batch entry, on
   CHECK(t.seconds >= 0.0);
   CHECK(be->take_gemm_tally().calls == 0);  // taken: reset
 }
+
+TEMPLATE_TEST_CASE(
+    "gemm with tf32: within TF32's rounding of the exact product, not fp32's bits, "
+    "the cpu refuses it",
+    "[gemm]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(exact);
+  tx::BackendOptions options;
+  options.tf32 = true;
+  if (std::string(TestType::name) == "cpu") {
+    CHECK_THROWS_WITH(tx::create_backend("cpu", options), Catch::Contains("--tf32"));
+    return;
+  }
+  std::unique_ptr<tx::Backend> be = tx::create_backend(TestType::name, options);
+  const int64_t m = 256, n = 192, k = 320;
+  const std::vector<float> a = random_vector(m * k, 91), b = random_vector(k * n, 92);
+  const std::vector<float> c0(m * n, 0.0f);
+  std::vector<float> got, fp32;
+  for (tx::Backend* backend : {be.get(), exact.get()}) {
+    Tensor c = backend->zeros({m, n});
+    backend->gemm(backend->upload(a, {m, k}), false, backend->upload(b, {k, n}), false, c, 1.0f,
+                  0.0f);
+    (backend == be.get() ? got : fp32) = fetch(*backend, c);
+  }
+  // Each operand rounded to 10 mantissa bits: a product within about 2^-10 of its value.
+  const GemmRef ref = reference_gemm(a, false, b, false, c0, 1, m, n, k, 1.0f, 0.0f, 1.2e-3);
+  TX_CHECK_OK(compare_tol(got, ref.c, ref.tol));
+  int64_t same = 0;
+  for (size_t i = 0; i < got.size(); ++i) same += got[i] == fp32[i] ? 1 : 0;
+  INFO(same << " of " << got.size() << " elements equal the fp32 GEMM's");
+  CHECK(same < int64_t(got.size()) / 2);
+}

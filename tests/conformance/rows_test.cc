@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <numeric>
 
 #include "support/backends.h"
@@ -174,7 +175,8 @@ TEMPLATE_TEST_CASE("scatter_add_rows backward: finite differences (gather_rows i
 // ---- top_k ------------------------------------------------------------------------------------
 
 namespace {
-// Indices of the k largest of each row: value descending, ties by lower index.
+// Indices of the k largest of each row: value descending, ties by lower index, NaN after every
+// number (NaNs by index).
 void reference_top_k(const std::vector<float>& x, int64_t c, int k, std::vector<float>& values,
                      std::vector<int32_t>& indices) {
   int64_t rows = x.size() / c;
@@ -184,8 +186,11 @@ void reference_top_k(const std::vector<float>& x, int64_t c, int k, std::vector<
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x.data() + r * c;
     std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(),
-              [&](int32_t a, int32_t b) { return xr[a] > xr[b] || (xr[a] == xr[b] && a < b); });
+    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      const bool nan_a = std::isnan(xr[a]), nan_b = std::isnan(xr[b]);
+      if (nan_a || nan_b) return nan_a == nan_b ? a < b : nan_b;
+      return xr[a] > xr[b] || (xr[a] == xr[b] && a < b);
+    });
     for (int i = 0; i < k; ++i) {
       values.push_back(xr[order[i]]);
       indices.push_back(order[i]);
@@ -242,6 +247,31 @@ TEMPLATE_TEST_CASE("top_k forward: ties keep the lower index first", "[top_k]", 
   std::vector<float> x = {-1e30f, 3.0f, -2.0f, 1e30f, 3.0f, -1e30f, 0.0f};
   check_top_k(*be, x, {1, 7}, 7);
   check_top_k(*be, x, {1, 7}, 2);
+}
+
+TEMPLATE_TEST_CASE("top_k forward: NaN ranks after every number, and every index is valid",
+                   "[top_k]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  // A NaN logit (a diverged model, a bad weight) must not cost beam search its candidates: the
+  // k results are k distinct valid indices, the numbers first.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> first(300), within(300), all(300, nan), mixed(300);
+  for (int i = 0; i < 300; ++i) {
+    first[i] = within[i] = static_cast<float>((i * 37) % 101) - 50.0f;
+    mixed[i] = i % 3 == 0 ? nan : (i % 3 == 1 ? -INFINITY : static_cast<float>(i % 7));
+  }
+  first[0] = nan;                 // the CPU scan's first list, and its last slot
+  within[3] = within[250] = nan;  // inside the first k, and in a later chunk
+  within[1] = -INFINITY;
+  std::vector<float> rows;
+  for (const auto* r : {&first, &within, &all, &mixed})
+    rows.insert(rows.end(), r->begin(), r->end());
+  for (int k : {1, 2, 4, 10, 64, 300}) check_top_k(*be, rows, {4, 300}, k);
+  // A NaN among the first k: the CPU scan's list ends in a NaN when the scan starts.
+  std::vector<float> second(64);
+  for (int i = 0; i < 64; ++i) second[i] = static_cast<float>((i * 13) % 29) - 10.0f;
+  second[1] = nan;
+  for (int k : {1, 2, 3, 8}) check_top_k(*be, second, {1, 64}, k);
 }
 
 // ---- beam_top_k -------------------------------------------------------------------------------

@@ -1,15 +1,34 @@
 // Host emulation of the cuBLAS calls backends/cuda makes: column-major SGEMM, plain and strided
-// batched, written from the BLAS definition (double accumulation). See cuda_runtime.h here.
+// batched, written from the BLAS definition (double accumulation); under
+// CUBLAS_TF32_TENSOR_OP_MATH the operands are first rounded to TF32 (10-bit mantissas, to
+// nearest even), as tensor cores read them. See cuda_runtime.h here.
 #pragma once
 
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "cuda_runtime.h"
 
-enum cublasStatus_t { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_INVALID_VALUE = 7 };
+enum cublasStatus_t {
+  CUBLAS_STATUS_SUCCESS = 0,
+  CUBLAS_STATUS_ALLOC_FAILED = 3,
+  CUBLAS_STATUS_INVALID_VALUE = 7
+};
 enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
-enum cublasMath_t { CUBLAS_DEFAULT_MATH = 0 };
-struct cublasContext {};
+enum cublasMath_t { CUBLAS_DEFAULT_MATH = 0, CUBLAS_TF32_TENSOR_OP_MATH = 3 };
+struct cublasContext {
+  bool tf32 = false;
+};
+
+// x rounded to TF32's 10 mantissa bits, to nearest even (infinities and NaN as they are).
+inline float emulated_tf32(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  if ((bits & 0x7f800000u) != 0x7f800000u) bits = (bits + 0xfffu + ((bits >> 13) & 1u)) & ~0x1fffu;
+  std::memcpy(&x, &bits, sizeof bits);
+  return x;
+}
 using cublasHandle_t = cublasContext*;
 
 inline cublasStatus_t cublasCreate(cublasHandle_t* h) {
@@ -23,7 +42,8 @@ inline cublasStatus_t cublasDestroy(cublasHandle_t h) {
 inline cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) {
   return CUBLAS_STATUS_SUCCESS;
 }
-inline cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) {
+inline cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode) {
+  h->tf32 = mode == CUBLAS_TF32_TENSOR_OP_MATH;
   return CUBLAS_STATUS_SUCCESS;
 }
 inline const char* cublasGetStatusString(cublasStatus_t s) {
@@ -32,7 +52,7 @@ inline const char* cublasGetStatusString(cublasStatus_t s) {
 
 // C (m x n, ldc) = alpha op(A) op(B) + beta C, column-major; op(A) is m x k, op(B) k x n. Checks
 // the leading dimensions as cuBLAS does.
-inline cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_t ta,
+inline cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
                                                 cublasOperation_t tb, int m, int n, int k,
                                                 const float* alpha, const float* A, int lda,
                                                 long long sa, const float* B, int ldb, long long sb,
@@ -44,6 +64,7 @@ inline cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_
   if (ldc < std::max(1, m)) return CUBLAS_STATUS_INVALID_VALUE;
   std::vector<float> op_a(static_cast<size_t>(m) * k);  // op(A), m x k, column-major, contiguous
   std::vector<double> acc(static_cast<size_t>(m));
+  const auto operand = [h](float x) { return h->tf32 ? emulated_tf32(x) : x; };
   for (int b = 0; b < batch; ++b) {
     const float* a = A + b * sa;
     const float* bb = B + b * sb;
@@ -51,11 +72,12 @@ inline cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_
     for (int l = 0; l < k; ++l)
       for (int i = 0; i < m; ++i)
         op_a[size_t(l) * m + i] =
-            ta == CUBLAS_OP_N ? a[i + int64_t(l) * lda] : a[l + int64_t(i) * lda];
+            operand(ta == CUBLAS_OP_N ? a[i + int64_t(l) * lda] : a[l + int64_t(i) * lda]);
     for (int j = 0; j < n; ++j) {
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int l = 0; l < k; ++l) {
-        const double bv = tb == CUBLAS_OP_N ? bb[l + int64_t(j) * ldb] : bb[j + int64_t(l) * ldb];
+        const double bv =
+            operand(tb == CUBLAS_OP_N ? bb[l + int64_t(j) * ldb] : bb[j + int64_t(l) * ldb]);
         const float* col = op_a.data() + size_t(l) * m;
         for (int i = 0; i < m; ++i) acc[size_t(i)] += double(col[i]) * bv;
       }
