@@ -10,6 +10,7 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/error.h"
 #include "core/format.h"
@@ -19,18 +20,16 @@
 #include "data/corpus.h"
 #include "data/vocab.h"
 #include "data/vocab_train.h"
-#include "decode/translator.h"
 #include "formats/model_file.h"
 #include "graph/graph.h"
 #include "io/atomic_file.h"
-#include "metrics/bleu.h"
-#include "metrics/read_lines.h"
-#include "nn/loss.h"
 #include "nn/param_scope.h"
 #include "nn/transformer.h"
 #include "train/checkpoint.h"
 #include "train/early_stopping.h"
 #include "train/training_state.h"
+#include "train/update_step.h"
+#include "train/validation.h"
 
 namespace tx::train {
 namespace {
@@ -78,13 +77,6 @@ void require_file(const std::string& path, const std::string& what) {
   check_readable_file(path, what);
 }
 
-// A batch k of an update with several batches draws its dropout masks from counter
-// start + k * kDropoutStride, so that the process that runs it in a data-parallel run draws
-// the masks one process with --optimizer-delay draws (it cannot know how many numbers the
-// batches before k took). 2^36 numbers per batch is far beyond any batch's dropout; 2^28
-// batches fit before the 64-bit counter wraps.
-constexpr uint64_t kDropoutStride = uint64_t(1) << 36;
-
 // The vocabulary at `path`, trained there from `inputs` first when the file does not exist
 // and `may_train` (rank 0 of a data-parallel run trains it; the others read its file).
 data::Vocab vocab_at(const std::string& path, const std::vector<std::string>& inputs,
@@ -129,12 +121,6 @@ int64_t planned_updates(const data::Batcher& batcher, const TrainerOptions& o,
     updates = updates > 0 ? std::min(updates, o.after_updates) : o.after_updates;
   return updates;
 }
-
-struct Validation {
-  double ce = 0;  // per target token
-  double perplexity = 0;
-  double bleu = -1;  // -1: not computed
-};
 
 }  // namespace
 
@@ -320,19 +306,17 @@ TrainerResult Trainer::run() {
   batcher_options.seed = o.seed;
   data::Batcher batcher(corpus, batcher_options);
 
-  data::ParallelCorpus valid_corpus;
-  std::vector<std::string> valid_src_lines, valid_refs;
-  const bool want_bleu = validate && std::find(o.valid_metrics.begin(), o.valid_metrics.end(),
-                                               "bleu") != o.valid_metrics.end();
+  std::optional<Validator> validator;
   if (validate) {
-    valid_corpus =
-        data::load_parallel_corpus(o.valid_src, o.valid_tgt, *src_vocab, tgt_vocab, corpus_options);
-    TX_CHECK(valid_corpus.size() > 0, "validation files '", o.valid_src, "' and '", o.valid_tgt,
-             "' hold no usable sentence pair; give a non-empty validation set");
-    if (want_bleu) {
-      valid_src_lines = metrics::read_lines(o.valid_src);
-      valid_refs = metrics::read_lines(o.valid_tgt);
-    }
+    ValidatorOptions vo;
+    vo.max_tokens = std::max(o.valid_max_tokens, o.max_tokens);
+    vo.translate_max_tokens = o.valid_max_tokens;
+    vo.bleu =
+        std::find(o.valid_metrics.begin(), o.valid_metrics.end(), "bleu") != o.valid_metrics.end();
+    vo.beam_size = o.beam_size;
+    vo.normalize = o.normalize;
+    validator.emplace(be_, config, *src_vocab, tgt_vocab, o.valid_src, o.valid_tgt, corpus_options,
+                      vo);
   }
 
   // ---- model, optimiser, state ----------------------------------------------------------------
@@ -386,7 +370,6 @@ TrainerResult Trainer::run() {
     log("model: ", grouped(params.numel()), " parameters, vocabularies ",
         grouped(config.src_vocab_size), "/", grouped(config.tgt_vocab_size), "; learning rate ",
         schedule.describe(), "; device ", be_.name());
-  const int64_t batches_per_update = int64_t(ranks) * o.optimizer_delay;
   if (!quiet && ranks > 1)
     log("data parallel: ", world.describe(), "; an update is ", ranks, " x ", o.optimizer_delay,
         " batches");
@@ -448,49 +431,6 @@ TrainerResult Trainer::run() {
     }
   }
 
-  auto run_validation = [&]() {
-    Validation v;
-    Graph vg(be_, GraphOptions{false, false, 1, true});
-    data::BatcherOptions vo;
-    vo.max_tokens = std::max(o.valid_max_tokens, o.max_tokens);
-    vo.maxi_batch = 0;
-    vo.shuffle = false;
-    vo.ids = data::special_ids(config);
-    data::Batcher vb(valid_corpus, vo);
-    data::Batch b;
-    double sum = 0;
-    int64_t tokens = 0;
-    while (vb.next(b)) {
-      vg.reset();
-      Var logits = model.forward(vg, be_.upload(b.src, {b.size, b.src_len}),
-                                 be_.upload(b.src_lengths, {b.size}),
-                                 be_.upload(b.tgt_in, {b.size, b.tgt_len}));
-      Var loss = nn::label_smoothed_loss(vg, logits, be_.upload(b.tgt_out, {b.size, b.tgt_len}),
-                                         0.0f, config.pad_id);
-      sum += be_.download<float>(loss->value)[0];
-      tokens += b.tgt_tokens();
-    }
-    vg.reset();
-    v.ce = sum / double(std::max<int64_t>(tokens, 1));
-    v.perplexity = std::exp(v.ce);
-    if (want_bleu) {
-      decode::TranslatorOptions to;
-      to.search.beam_size = o.beam_size;
-      to.search.length_penalty = o.normalize;
-      to.batching.max_tokens = o.valid_max_tokens;
-      decode::Translator translator(be_, model, *src_vocab, tgt_vocab, to);
-      v.bleu =
-          metrics::corpus_bleu(translator.translate_lines(valid_src_lines), {valid_refs}).score;
-    }
-    return v;
-  };
-
-  auto score_of = [](const Validation& v, const std::string& metric) {
-    if (metric == "cross-entropy") return v.ce;
-    if (metric == "perplexity") return v.perplexity;
-    return v.bleu;
-  };
-
   // ---- the loop ---------------------------------------------------------------------------------
   StopSignals signals(o.handle_signals);
   data::Batch batch;
@@ -504,39 +444,7 @@ TrainerResult Trainer::run() {
     }
   };
 
-  // Several batches per update (processes or --optimizer-delay): the gradients are views of
-  // one flat buffer, so that one all-reduce sums them all; two floats after them carry this
-  // process's loss and its stop request. With --optimizer-delay, each batch after a process's
-  // first is back-propagated apart, into `scratch`, and then added to the sum: the update's
-  // gradients are then per-batch sums added together, the same bits whether the batches ran
-  // in one process (--optimizer-delay 2) or two (mpirun -np 2), and only rounding apart for
-  // other splits.
-  const int64_t n_grads = params.numel();
-  const bool flat_grads = batches_per_update > 1;
-  Tensor flat, scratch;
-  std::vector<Tensor> sum_views, scratch_views;
-  auto views_of = [&](const Tensor& buffer) {
-    std::vector<Tensor> views;
-    int64_t offset = 0;
-    for (const auto& item : params.items()) {
-      const Tensor& w = item.second->value;
-      views.push_back(buffer.slice(offset, offset + w.numel()).view(w.shape()));
-      offset += w.numel();
-    }
-    return views;
-  };
-  auto bind_grads = [&](const std::vector<Tensor>& views) {
-    for (size_t i = 0; i < views.size(); ++i) params.items()[i].second->grad = views[i];
-  };
-  if (flat_grads) {
-    flat = be_.zeros({n_grads + 2});
-    sum_views = views_of(flat);
-    bind_grads(sum_views);
-    if (o.optimizer_delay > 1) {
-      scratch = be_.zeros({n_grads});
-      scratch_views = views_of(scratch);
-    }
-  }
+  UpdateStep step(be_, model, params, adam, graph, config, world, o.optimizer_delay);
 
   // TX_PROFILE=1: each log line also says how much of its span went to GEMMs (a diagnostic for
   // bench/peers/train.py; GEMMs are synchronised, so a GPU loses its overlap).
@@ -549,68 +457,25 @@ TrainerResult Trainer::run() {
   auto span_start = Clock::now();
   double lr = 0;
   bool done = false;
+  // Every process's batches pass here: the counters count them all.
+  auto next_batch = [&]() -> const data::Batch* {
+    if (!fetch()) return nullptr;
+    span_tokens += batch.tgt_tokens();
+    span_words += batch.tgt_tokens();
+    epoch_sentences += batch.size;
+    return &batch;
+  };
   while (!done) {
     if (o.after_updates > 0 && state.update >= o.after_updates) break;
-    int64_t tokens = 0;  // target tokens of all the update's batches, every process's
-    double update_cost = 0;
-    const uint64_t rng_start = graph.rng().counter();
-    int64_t ran = 0;  // batches this process ran in this update
-    for (int64_t k = 0; k < batches_per_update; ++k) {
-      if (!fetch()) {
-        done = true;
-        break;
-      }
-      const int64_t t = batch.tgt_tokens();
-      tokens += t;
-      span_tokens += t;
-      span_words += t;
-      epoch_sentences += batch.size;
-      if (k % ranks != rank) continue;  // another process's batch
-      if (flat_grads) graph.rng().set_counter(rng_start + uint64_t(k) * kDropoutStride);
-      const bool apart = ran++ > 0;  // back-propagated into scratch, then added (see above)
-      if (apart) bind_grads(scratch_views);
-      graph.reset();
-      Var logits = model.forward(graph, be_.upload(batch.src, {batch.size, batch.src_len}),
-                                 be_.upload(batch.src_lengths, {batch.size}),
-                                 be_.upload(batch.tgt_in, {batch.size, batch.tgt_len}));
-      Var loss = nn::label_smoothed_loss(graph, logits,
-                                         be_.upload(batch.tgt_out, {batch.size, batch.tgt_len}),
-                                         config.label_smoothing, config.pad_id, nullptr,
-                                         /*release_logits=*/true);
-      update_cost += be_.download<float>(loss->value)[0];
-      graph.backward(loss);
-      graph.reset();
-      if (apart) {
-        bind_grads(sum_views);
-        be_.axpy(1.0f, scratch, flat.slice(0, n_grads));
-        be_.fill(scratch, 0.0f);
-      }
-    }
-    if (flat_grads)
-      graph.rng().set_counter(rng_start + uint64_t(batches_per_update) * kDropoutStride);
-    if (tokens == 0) break;  // the same on every process: they all read every batch
-    bool stop = false;
-    if (ranks > 1) {
-      // A signal may reach some processes only: they stop together after this update.
-      const float tail[2] = {float(update_cost), signals.stop_requested() ? 1.0f : 0.0f};
-      const Tensor tail_slots = flat.slice(n_grads, n_grads + 2);
-      be_.copy_from_host(tail, tail_slots);
-      const auto reduce_start = Clock::now();
-      world.all_reduce_sum(be_, flat);
-      span_reduce_secs += std::chrono::duration<double>(Clock::now() - reduce_start).count();
-      float summed[2];
-      be_.copy_to_host(tail_slots, summed);
-      update_cost = summed[0];
-      stop = summed[1] > 0;
-    }
-    span_cost += update_cost;
-
     lr = schedule(state.update + 1);
-    const AdamStepInfo info = adam.step(float(lr), 1.0f / float(tokens));
-    if (flat_grads)
-      be_.fill(flat, 0.0f);
-    else
-      params.zero_grad(be_);
+    const UpdateStep::Result update =
+        step.run(next_batch, lr, [&]() { return signals.stop_requested(); });
+    if (!update.complete) done = true;
+    if (update.tokens == 0) break;  // the same on every process: they all read every batch
+    const bool stop = update.stop;
+    const AdamStepInfo& info = update.adam;
+    span_cost += update.cost;
+    span_reduce_secs += update.reduce_secs;
     ++state.update;
     ++span_updates;
     if (info.skipped && !quiet)
@@ -658,9 +523,9 @@ TrainerResult Trainer::run() {
       // Rank 0 validates; every process takes its score, so all stop early together.
       Validation v;
       graph.trim();  // validation's own arena need not stack on the training step's
-      if (writer) v = run_validation();
+      if (writer) v = validator->run(model);
       world.broadcast(&v, sizeof v, 0);
-      const double score = score_of(v, stopper.metric());
+      const double score = v.score(stopper.metric());
       const bool best = stopper.update(score);
       result.last_valid_ce = v.ce;
       nlohmann::json j = {{"type", "valid"},

@@ -1,0 +1,108 @@
+#include "train/update_step.h"
+
+#include <chrono>
+
+#include "nn/loss.h"
+
+namespace tx::train {
+
+UpdateStep::UpdateStep(Backend& be, nn::Transformer& model, nn::ParameterSet& params, Adam& adam,
+                       Graph& graph, const io::ModelConfig& config, Collective& world,
+                       int64_t optimizer_delay)
+    : be_(be),
+      model_(model),
+      params_(params),
+      adam_(adam),
+      graph_(graph),
+      config_(config),
+      world_(world),
+      optimizer_delay_(optimizer_delay),
+      batches_per_update_(int64_t(world.size()) * optimizer_delay),
+      n_grads_(params.numel()),
+      flat_grads_(batches_per_update_ > 1) {
+  if (flat_grads_) {
+    flat_ = be_.zeros({n_grads_ + 2});
+    sum_views_ = views_of(flat_);
+    bind_grads(sum_views_);
+    if (optimizer_delay_ > 1) {
+      scratch_ = be_.zeros({n_grads_});
+      scratch_views_ = views_of(scratch_);
+    }
+  }
+}
+
+std::vector<Tensor> UpdateStep::views_of(const Tensor& buffer) const {
+  std::vector<Tensor> views;
+  int64_t offset = 0;
+  for (const auto& item : params_.items()) {
+    const Tensor& w = item.second->value;
+    views.push_back(buffer.slice(offset, offset + w.numel()).view(w.shape()));
+    offset += w.numel();
+  }
+  return views;
+}
+
+void UpdateStep::bind_grads(const std::vector<Tensor>& views) {
+  for (size_t i = 0; i < views.size(); ++i) params_.items()[i].second->grad = views[i];
+}
+
+UpdateStep::Result UpdateStep::run(const std::function<const data::Batch*()>& next, double lr,
+                                   const std::function<bool()>& stop_requested) {
+  const int ranks = world_.size(), rank = world_.rank();
+  Result r;
+  const uint64_t rng_start = graph_.rng().counter();
+  int64_t ran = 0;  // batches this process ran in this update
+  for (int64_t k = 0; k < batches_per_update_; ++k) {
+    const data::Batch* batch = next();
+    if (!batch) {
+      r.complete = false;
+      break;
+    }
+    r.tokens += batch->tgt_tokens();
+    if (k % ranks != rank) continue;  // another process's batch
+    if (flat_grads_) graph_.rng().set_counter(rng_start + uint64_t(k) * kDropoutStride);
+    const bool apart = ran++ > 0;  // back-propagated into scratch, then added (see the header)
+    if (apart) bind_grads(scratch_views_);
+    const data::Batch& b = *batch;
+    graph_.reset();
+    Var logits = model_.forward(graph_, be_.upload(b.src, {b.size, b.src_len}),
+                                be_.upload(b.src_lengths, {b.size}),
+                                be_.upload(b.tgt_in, {b.size, b.tgt_len}));
+    Var loss = nn::label_smoothed_loss(graph_, logits, be_.upload(b.tgt_out, {b.size, b.tgt_len}),
+                                       config_.label_smoothing, config_.pad_id, nullptr,
+                                       /*release_logits=*/true);
+    r.cost += be_.download<float>(loss->value)[0];
+    graph_.backward(loss);
+    graph_.reset();
+    if (apart) {
+      bind_grads(sum_views_);
+      be_.axpy(1.0f, scratch_, flat_.slice(0, n_grads_));
+      be_.fill(scratch_, 0.0f);
+    }
+  }
+  if (flat_grads_)
+    graph_.rng().set_counter(rng_start + uint64_t(batches_per_update_) * kDropoutStride);
+  if (r.tokens == 0) return r;  // the same on every process: they all read every batch
+  if (ranks > 1) {
+    // A signal may reach some processes only: they stop together after this update.
+    const float tail[2] = {float(r.cost), stop_requested() ? 1.0f : 0.0f};
+    const Tensor tail_slots = flat_.slice(n_grads_, n_grads_ + 2);
+    be_.copy_from_host(tail, tail_slots);
+    const auto reduce_start = std::chrono::steady_clock::now();
+    world_.all_reduce_sum(be_, flat_);
+    r.reduce_secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - reduce_start).count();
+    float summed[2];
+    be_.copy_to_host(tail_slots, summed);
+    r.cost = summed[0];
+    r.stop = summed[1] > 0;
+  }
+  r.adam = adam_.step(float(lr), 1.0f / float(r.tokens));
+  if (flat_grads_)
+    be_.fill(flat_, 0.0f);
+  else
+    params_.zero_grad(be_);
+  return r;
+}
+
+}  // namespace tx::train
