@@ -48,6 +48,8 @@ class CudaBackend : public Backend {
   void fill_impl(const Tensor& x, float value) override;
   void gemm_impl(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
                  float alpha, float beta) override;
+  void gemm_half_impl(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+                      float alpha, float beta) override;
   void pack_weight_impl(PackedWeight& p) override;
   void gemm_packed_impl(const Tensor& a, const PackedWeight& w, const Tensor& c) override;
   void add_bias_impl(const Tensor& x, const Tensor& bias, const Tensor& y) override;

@@ -143,9 +143,14 @@ void Backend::fill(const Tensor& x, float value) {
 
 void Backend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
                    float alpha, float beta) {
-  f32_arg(*this, "gemm", "a", a);
-  f32_arg(*this, "gemm", "b", b);
+  require_device("gemm", "a", a, *this);
+  require_device("gemm", "b", b, *this);
   f32_arg(*this, "gemm", "c", c);
+  const bool half = a.dtype() != DType::f32;
+  TX_CHECK(a.dtype() == b.dtype() &&
+               (a.dtype() == DType::f32 || a.dtype() == DType::bf16 || a.dtype() == DType::f16),
+           "gemm: a ", a.str(), " and b ", b.str(),
+           " must both be f32, both bf16 or both f16; cast one of them");
   int nd = a.ndim();
   TX_CHECK((nd == 2 || nd == 3) && b.ndim() == nd && c.ndim() == nd, "gemm: a ", a.shape().str(),
            ", b ", b.shape().str(), ", c ", c.shape().str(),
@@ -170,12 +175,25 @@ void Backend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
       scale(c, beta, c);
     return;
   }
+  auto run = [&] {
+    if (half)
+      gemm_half_impl(a, trans_a, b, trans_b, c, alpha, beta);
+    else
+      gemm_impl(a, trans_a, b, trans_b, c, alpha, beta);
+  };
   if (!profiling_) {  // the common case, without a std::function per call
-    gemm_impl(a, trans_a, b, trans_b, c, alpha, beta);
+    run();
     return;
   }
-  tally_gemm(2.0 * double(c.numel()) * double(ka),
-             [&] { gemm_impl(a, trans_a, b, trans_b, c, alpha, beta); });
+  tally_gemm(2.0 * double(c.numel()) * double(ka), run);
+}
+
+void Backend::gemm_half_impl(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                             const Tensor& c, float alpha, float beta) {
+  const Tensor wide_a = empty(a.shape()), wide_b = empty(b.shape());
+  cast(a, wide_a);
+  cast(b, wide_b);
+  gemm_impl(wide_a, trans_a, wide_b, trans_b, c, alpha, beta);
 }
 
 Backend::PackedWeight Backend::pack_weight(const Tensor& w) {

@@ -67,7 +67,9 @@ class Backend {
   // ---- linear algebra ------------------------------------------------------------------------
   // c = alpha * op(a) @ op(b) + beta * c, op(x) = x or x^T. 2-D: a [M,K] (or [K,M] when
   // trans_a), b [K,N] (or [N,K] when trans_b), c [M,N]. 3-D: the same per batch entry
-  // ([batch, ., .] for all three: a strided batched GEMM).
+  // ([batch, ., .] for all three: a strided batched GEMM). a and b are f32, or both bf16 or
+  // both f16 (reduced-precision operands: each product is exact in f32 and the sums are f32,
+  // as tensor cores and oneDNN's bf16 GEMMs compute); c is f32.
   void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
             float alpha = 1.0f, float beta = 0.0f);
 
@@ -255,6 +257,11 @@ class Backend {
   virtual void fill_impl(const Tensor& x, float value) = 0;
   virtual void gemm_impl(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                          const Tensor& c, float alpha, float beta) = 0;
+  // gemm with bf16 or f16 operands (both the same dtype; checked). The default widens both to
+  // f32 temporaries (exactly) and runs gemm_impl: the same products and f32 sums, without the
+  // speed. A backend with reduced-precision GEMMs overrides it.
+  virtual void gemm_half_impl(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                              const Tensor& c, float alpha, float beta);
   // Sets p.packed (and p.threads) to the backend's layout of p.weight, or leaves it undefined
   // to use the weight as it is.
   virtual void pack_weight_impl(PackedWeight& p) = 0;

@@ -315,3 +315,52 @@ TEMPLATE_TEST_CASE(
   INFO(same << " of " << got.size() << " elements equal the fp32 GEMM's");
   CHECK(same < int64_t(got.size()) / 2);
 }
+
+TEMPLATE_TEST_CASE(
+    "gemm with bf16 and f16 operands: the exact products of the rounded values "
+    "summed in f32, 2-D and batched, every transpose",
+    "[gemm]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  uint64_t seed = 300;
+  for (tx::DType dtype : {tx::DType::bf16, tx::DType::f16})
+    for (const auto& [batch, m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>>{
+             {0, 1, 1, 1}, {0, 7, 33, 65}, {0, 64, 48, 130}, {3, 5, 17, 9}, {2, 33, 8, 64}})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          const bool batched = batch > 0;
+          const int64_t nb = batched ? batch : 1;
+          auto shape = [&](int64_t r, int64_t c) {
+            return batched ? Shape{batch, r, c} : Shape{r, c};
+          };
+          // The operands as the reduced type holds them: the reference multiplies those.
+          std::vector<float> a = random_vector(nb * m * k, ++seed, -2.0f, 2.0f);
+          std::vector<float> b = random_vector(nb * k * n, ++seed, -2.0f, 2.0f);
+          Tensor a_low = be->empty(ta ? shape(k, m) : shape(m, k), dtype);
+          Tensor b_low = be->empty(tb ? shape(n, k) : shape(k, n), dtype);
+          be->cast(be->upload(a, a_low.shape()), a_low);
+          be->cast(be->upload(b, b_low.shape()), b_low);
+          a = fetch(*be, [&] {
+            Tensor wide = be->empty(a_low.shape());
+            be->cast(a_low, wide);
+            return wide;
+          }());
+          b = fetch(*be, [&] {
+            Tensor wide = be->empty(b_low.shape());
+            be->cast(b_low, wide);
+            return wide;
+          }());
+          const std::vector<float> c0 = random_vector(nb * m * n, ++seed);
+          Tensor c = be->upload(c0, shape(m, n));
+          be->gemm(a_low, ta, b_low, tb, c, 0.5f, 1.0f);
+          const GemmRef ref =
+              reference_gemm(a, ta, b, tb, c0, nb, m, n, k, 0.5f, 1.0f, gemm_tolerance(*be, k));
+          INFO(tx::name_of(dtype) << " batch=" << batch << " M=" << m << " N=" << n << " K=" << k
+                                  << " trans_a=" << ta << " trans_b=" << tb);
+          TX_REQUIRE_OK(compare_tol(fetch(*be, c), ref.c, ref.tol));
+        }
+  // Mixed operands are refused, naming both.
+  const Tensor a = be->zeros({2, 3}, tx::DType::bf16), b = be->zeros({3, 4}, tx::DType::f16);
+  REQUIRE_THROWS_WITH(be->gemm(a, false, b, false, be->zeros({2, 4})),
+                      Catch::Contains("gemm") && Catch::Contains("bf16") &&
+                          Catch::Contains("f16") && Catch::Contains("cast"));
+}

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/half.h"
 #include "cuda_runtime.h"
 
 enum cublasStatus_t {
@@ -16,6 +17,9 @@ enum cublasStatus_t {
   CUBLAS_STATUS_INVALID_VALUE = 7
 };
 enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
+enum cudaDataType { CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14 };
+enum cublasComputeType_t { CUBLAS_COMPUTE_32F = 68 };
+enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT = -1 };
 enum cublasMath_t { CUBLAS_DEFAULT_MATH = 0, CUBLAS_TF32_TENSOR_OP_MATH = 3 };
 struct cublasContext {
   bool tf32 = false;
@@ -95,4 +99,45 @@ inline cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublas
                                   const float* B, int ldb, const float* beta, float* C, int ldc) {
   return cublasSgemmStridedBatched(h, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0,
                                    1);
+}
+
+// The Ex GEMMs with bf16 or f16 operands, f32 output and f32 compute: the operands widened to
+// f32 (exactly) over the spans the leading dimensions and strides cover, then the SGEMM above.
+inline std::vector<float> emulated_widen(const void* p, cudaDataType type, int ld, int rows,
+                                         int cols, long long stride, int batch) {
+  if (batch == 0 || rows == 0 || cols == 0) return {};
+  const size_t n =
+      size_t(stride) * size_t(batch - 1) + size_t(ld) * size_t(cols - 1) + size_t(rows);
+  std::vector<float> out(n);
+  const uint16_t* h = static_cast<const uint16_t*>(p);
+  for (size_t i = 0; i < n; ++i)
+    out[i] = type == CUDA_R_16BF ? tx::bf16_to_float(h[i]) : tx::f16_to_float(h[i]);
+  return out;
+}
+
+inline cublasStatus_t cublasGemmStridedBatchedEx(
+    cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+    const void* alpha, const void* A, cudaDataType a_type, int lda, long long sa, const void* B,
+    cudaDataType b_type, int ldb, long long sb, const void* beta, void* C, cudaDataType c_type,
+    int ldc, long long sc, int batch, cublasComputeType_t compute, cublasGemmAlgo_t) {
+  if (a_type != b_type || (a_type != CUDA_R_16BF && a_type != CUDA_R_16F) || c_type != CUDA_R_32F ||
+      compute != CUBLAS_COMPUTE_32F)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (m < 0 || n < 0 || k < 0 || batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
+  // Column-major: A is (ta == N ? m x k : k x m) in columns of lda, B likewise with ldb.
+  const bool na = ta == CUBLAS_OP_N, nb = tb == CUBLAS_OP_N;
+  const std::vector<float> a = emulated_widen(A, a_type, lda, na ? m : k, na ? k : m, sa, batch);
+  const std::vector<float> b = emulated_widen(B, b_type, ldb, nb ? k : n, nb ? n : k, sb, batch);
+  return cublasSgemmStridedBatched(h, ta, tb, m, n, k, static_cast<const float*>(alpha), a.data(),
+                                   lda, sa, b.data(), ldb, sb, static_cast<const float*>(beta),
+                                   static_cast<float*>(C), ldc, sc, batch);
+}
+
+inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                                   int m, int n, int k, const void* alpha, const void* A,
+                                   cudaDataType a_type, int lda, const void* B, cudaDataType b_type,
+                                   int ldb, const void* beta, void* C, cudaDataType c_type, int ldc,
+                                   cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+  return cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, alpha, A, a_type, lda, 0, B, b_type, ldb, 0,
+                                    beta, C, c_type, ldc, 0, 1, compute, algo);
 }

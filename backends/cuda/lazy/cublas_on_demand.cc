@@ -88,4 +88,35 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
            stride_c, batch_count);
 }
 
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
+                            cublasOperation_t transb, int m, int n, int k, const void* alpha,
+                            const void* a, cudaDataType a_type, int lda, const void* b,
+                            cudaDataType b_type, int ldb, const void* beta, void* c,
+                            cudaDataType c_type, int ldc, cublasComputeType_t compute,
+                            cublasGemmAlgo_t algo) {
+  static auto* f = entry<cublasStatus_t(
+      cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*, const void*,
+      cudaDataType, int, const void*, cudaDataType, int, const void*, void*, cudaDataType, int,
+      cublasComputeType_t, cublasGemmAlgo_t)>("cublasGemmEx");
+  return f(handle, transa, transb, m, n, k, alpha, a, a_type, lda, b, b_type, ldb, beta, c, c_type,
+           ldc, compute, algo);
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
+                                          cublasOperation_t transb, int m, int n, int k,
+                                          const void* alpha, const void* a, cudaDataType a_type,
+                                          int lda, long long int stride_a, const void* b,
+                                          cudaDataType b_type, int ldb, long long int stride_b,
+                                          const void* beta, void* c, cudaDataType c_type, int ldc,
+                                          long long int stride_c, int batch,
+                                          cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+  static auto* f = entry<cublasStatus_t(
+      cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*, const void*,
+      cudaDataType, int, long long int, const void*, cudaDataType, int, long long int, const void*,
+      void*, cudaDataType, int, long long int, int, cublasComputeType_t, cublasGemmAlgo_t)>(
+      "cublasGemmStridedBatchedEx");
+  return f(handle, transa, transb, m, n, k, alpha, a, a_type, lda, stride_a, b, b_type, ldb,
+           stride_b, beta, c, c_type, ldc, stride_c, batch, compute, algo);
+}
+
 }  // extern "C"
