@@ -12,6 +12,7 @@ done
 mkdir -p /work /work/shared/data
 [ -e /work/main ] || ln -s "$root" /work/main
 [ -e /work/shared/data/multi30k ] || ln -s "$(cd "$data" && pwd)" /work/shared/data/multi30k
-mkdir -p /work/main/build/apps /work/main/build/tests
+mkdir -p /work/main/build/apps /work/main/build/tests /work/main/build/bench
 cp "$tx"/bin/tx-* /work/main/build/apps/ && cp "$tx/bin/tx_tests" /work/main/build/tests/
+[ ! -f "$tx/bin/gemm_gpu" ] || cp "$tx/bin/gemm_gpu" /work/main/build/bench/
 
