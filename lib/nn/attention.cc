@@ -35,6 +35,10 @@ Var project_heads(Graph& g, const Linear& proj, const Var& x, int heads) {
 }
 }  // namespace
 
+Var MultiHeadAttention::project_queries(Graph& g, const Var& query) const {
+  return project_heads(g, q_proj_, query, heads_);
+}
+
 AttentionKV MultiHeadAttention::project_kv(Graph& g, const Var& memory) const {
   return {project_heads(g, k_proj_, memory, heads_), project_heads(g, v_proj_, memory, heads_)};
 }

@@ -57,6 +57,8 @@ class MultiHeadAttention {
               bool causal) const;
 
   AttentionKV project_kv(Graph& g, const Var& memory) const;
+  // query [B, T, d_model] projected to [B, heads, T, d_head].
+  Var project_queries(Graph& g, const Var& query) const;
   Var attend(Graph& g, const Var& query, const AttentionKV& kv, const Tensor& key_lengths,
              bool causal) const;
 

@@ -43,7 +43,25 @@ Var DecoderLayer::step(Graph& g, const Var& x, const std::vector<DecoderState*>&
     return AttentionKV{make_var(kv.keys->value.slice(first, end)),
                        make_var(kv.values->value.slice(first, end))};
   };
+  bool first_step = false;  // some state decodes its first step
+  for (const DecoderState* state : states) first_step = first_step || state->length() == 0;
   auto self_attention = [&](const Var& h) {
+    if (config_.marian_prenorm_cache && !first_step) {
+      // Marian's pre-norm decoding past the first step (below): queries of the normalised h,
+      // keys and values of the raw x; no q|k|v of both.
+      const Var queries = self_attn_.project_queries(g, h);
+      const AttentionKV raw = self_attn_.project_kv(g, x);
+      std::vector<AttentionSpan> spans;
+      int64_t first = 0;
+      for (DecoderState* state : states) {
+        const int64_t end = first + state->batch();
+        AttentionSpan span{first, state->batch(), 1, {}, Tensor(), {}};
+        span.cache = state->append(layer, rows_of(raw, first, end));
+        spans.push_back(span);
+        first = end;
+      }
+      return self_attn_.attend_spans(g, h, spans, queries);
+    }
     const StepProjection step = self_attn_.project_step(g, h);  // [rows, heads, 1, d_head]
     // Marian's pre-norm decoding (io::ModelConfig::marian_prenorm_cache): the first step
     // attends to its normalised key and value, every later step to keys and values of the
