@@ -46,44 +46,37 @@ Var DecoderLayer::step(Graph& g, const Var& x, const std::vector<DecoderState*>&
   bool first_step = false;  // some state decodes its first step
   for (const DecoderState* state : states) first_step = first_step || state->length() == 0;
   auto self_attention = [&](const Var& h) {
-    if (config_.marian_prenorm_cache && !first_step) {
-      // Marian's pre-norm decoding past the first step (below): queries of the normalised h,
-      // keys and values of the raw x; no q|k|v of both.
-      const Var queries = self_attn_.project_queries(g, h);
-      const AttentionKV raw = self_attn_.project_kv(g, x);
-      std::vector<AttentionSpan> spans;
-      int64_t first = 0;
-      for (DecoderState* state : states) {
-        const int64_t end = first + state->batch();
-        AttentionSpan span{first, state->batch(), 1, {}, Tensor(), {}};
-        span.cache = state->append(layer, rows_of(raw, first, end));
-        spans.push_back(span);
-        first = end;
-      }
-      return self_attn_.attend_spans(g, h, spans, queries);
-    }
-    const StepProjection step = self_attn_.project_step(g, h);  // [rows, heads, 1, d_head]
-    // Marian's pre-norm decoding (io::ModelConfig::marian_prenorm_cache): the first step
+    // Marian's pre-norm decoding (io::ModelConfig::marian_prenorm_cache): a state's first step
     // attends to its normalised key and value, every later step to keys and values of the
-    // layer's raw inputs, the first step's recomputed so.
-    StepProjection raw;
-    if (config_.marian_prenorm_cache) raw = self_attn_.project_step(g, x);
+    // layer's raw input x, the first step's recomputed so. Once no state is at its first step,
+    // only h's queries and x's keys and values are projected.
+    const bool marian = config_.marian_prenorm_cache;
+    Var queries;
+    AttentionKV normed, raw;
+    if (marian && !first_step) {
+      queries = self_attn_.project_queries(g, h);
+    } else {
+      const StepProjection step = self_attn_.project_step(g, h);  // [rows, heads, 1, d_head]
+      queries = step.queries;
+      normed = step.kv;
+    }
+    if (marian) raw = self_attn_.project_kv(g, x);
     std::vector<AttentionSpan> spans;
     int64_t first = 0;
     for (DecoderState* state : states) {
       const int64_t end = first + state->batch();
       AttentionSpan span{first, state->batch(), 1, {}, Tensor(), {}};
-      const bool normed = !config_.marian_prenorm_cache || state->length() == 0;
-      span.cache = state->append(layer, rows_of(normed ? step.kv : raw.kv, first, end));
+      const bool use_normed = !marian || state->length() == 0;
+      span.cache = state->append(layer, rows_of(use_normed ? normed : raw, first, end));
       spans.push_back(span);
       first = end;
     }
-    Var out = self_attn_.attend_spans(g, h, spans, step.queries);
-    if (config_.marian_prenorm_cache) {
+    Var out = self_attn_.attend_spans(g, h, spans, queries);
+    if (marian && first_step) {
       first = 0;
       for (DecoderState* state : states) {
         const int64_t end = first + state->batch();
-        if (state->length() == 0) state->append(layer, rows_of(raw.kv, first, end));
+        if (state->length() == 0) state->append(layer, rows_of(raw, first, end));
         first = end;
       }
     }
