@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "nn/loss.h"
+#include "train/batch_loss.h"
 
 namespace tx::train {
 
@@ -65,12 +65,8 @@ UpdateStep::Result UpdateStep::run(const std::function<const data::Batch*()>& ne
     if (apart) bind_grads(scratch_views_);
     const data::Batch& b = *batch;
     graph_.reset();
-    Var logits = model_.forward(graph_, be_.upload(b.src, {b.size, b.src_len}),
-                                be_.upload(b.src_lengths, {b.size}),
-                                be_.upload(b.tgt_in, {b.size, b.tgt_len}));
-    Var loss = nn::label_smoothed_loss(graph_, logits, be_.upload(b.tgt_out, {b.size, b.tgt_len}),
-                                       config_.label_smoothing, config_.pad_id, nullptr,
-                                       /*release_logits=*/true);
+    Var loss = batch_loss(graph_, model_, b, config_.label_smoothing, config_.pad_id,
+                          /*release_logits=*/true);
     r.cost += be_.download<float>(loss->value)[0];
     graph_.backward(loss);
     graph_.reset();

@@ -9,7 +9,7 @@
 #include "graph/graph.h"
 #include "metrics/bleu.h"
 #include "metrics/read_lines.h"
-#include "nn/loss.h"
+#include "train/batch_loss.h"
 
 namespace tx::train {
 
@@ -50,11 +50,7 @@ Validation Validator::run(const nn::Transformer& model) const {
   int64_t tokens = 0;
   while (batcher.next(b)) {
     g.reset();
-    Var logits = model.forward(g, be_.upload(b.src, {b.size, b.src_len}),
-                               be_.upload(b.src_lengths, {b.size}),
-                               be_.upload(b.tgt_in, {b.size, b.tgt_len}));
-    Var loss = nn::label_smoothed_loss(g, logits, be_.upload(b.tgt_out, {b.size, b.tgt_len}), 0.0f,
-                                       config_.pad_id);
+    Var loss = batch_loss(g, model, b, 0.0f, config_.pad_id, /*release_logits=*/false);
     sum += be_.download<float>(loss->value)[0];
     tokens += b.tgt_tokens();
   }
