@@ -252,20 +252,29 @@ TEST_CASE("Hugging Face model: teacher-forced log-probs equal transformers'", "[
   }
 }
 
+namespace {
+
+// tx-translate -m on the Hugging Face fixture `base` with `flags`, over the test input, under
+// generate()'s length limit (max_length 512 counts the start token); requires success.
+Run translate_hf(const TempDir& dir, const std::string& base, const std::string& flags) {
+  Run r = run_program(dir, TX_TRANSLATE_BIN,
+                      "-m " + base + " " + flags +
+                          " --max-length-factor 0 --max-length-b 510 --cpu-threads 1 < " +
+                          input_of(dir, kVariants[0]));
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  return r;
+}
+
+}  // namespace
+
 TEST_CASE("Hugging Face model: tx-translate -m DIR's greedy lines equal generate()'s", "[import]") {
   TempDir dir;
   TX_SOURCE_OR_SKIP();
   for (const char* model : {"hf-fp32", "hf"}) {
     INFO("model " << model);
     const std::string base = fixture(std::string("opus-mt/") + model);
-    // generate()'s max_length 512 counts the start token.
-    Run r = run_program(dir, TX_TRANSLATE_BIN,
-                        "-m " + base +
-                            " --beam-size 1 --max-length-factor 0 --max-length-b 510 "
-                            "--cpu-threads 1 < " +
-                            input_of(dir, kVariants[0]));
-    INFO(r.err);
-    REQUIRE(r.status == 0);
+    const Run r = translate_hf(dir, base, "--beam-size 1");
     const std::vector<std::string> want = split_lines(slurp(base + ".greedy.txt"));
     const std::vector<std::string> got = split_lines(r.out);
     REQUIRE(got.size() == want.size());
@@ -370,13 +379,7 @@ TEST_CASE("Hugging Face model: tx-translate -m DIR's beam 4 equals generate()'s,
   for (const char* model : {"hf-fp32", "hf"}) {
     INFO("model " << model);
     const std::string base = fixture(std::string("opus-mt/") + model);
-    Run r = run_program(dir, TX_TRANSLATE_BIN,
-                        "-m " + base +
-                            " --beam-size 4 --n-best 4 --normalize 1 "
-                            "--max-length-factor 0 --max-length-b 510 --cpu-threads 1 < " +
-                            input_of(dir, kVariants[0]));
-    INFO(r.err);
-    REQUIRE(r.status == 0);
+    const Run r = translate_hf(dir, base, "--beam-size 4 --n-best 4 --normalize 1");
     const std::vector<std::string> want = split_lines(slurp(base + ".beam4.txt"));
     const auto want_scores = read_numbers(base + ".beam4.scores");
     std::vector<Entry> best;  // the first (best) entry of each line's n-best list
