@@ -11,6 +11,7 @@
 #include "backend/registry.h"
 #include "common/app_log.h"
 #include "common/command_line.h"
+#include "common/precision.h"
 #include "core/format.h"
 #include "core/rng.h"
 #include "nn/parameter_summary.h"
@@ -152,6 +153,7 @@ int train(const Options& options) {
     std::unique_ptr<tx::Backend> be = backend_of(options, world.get());
     tx::train::use_device(world, *be);
     t.collective = world.get();
+    t.precision = tx::app::checked_precision(options, *be);
     tx::train::Trainer trainer(*be, t);
     const tx::train::TrainerResult r = trainer.run();
     tx::app::detail(options, "updates: ", r.updates, ", epochs: ", r.epochs,

@@ -479,8 +479,8 @@ TEMPLATE_TEST_CASE("graph: linear through a prepared weight: packed equals linea
   const std::vector<float> xh = random_normal(rng, B * T * I), wh = random_normal(rng, O * I);
   const std::vector<float> bh = random_normal(rng, O);
   Var x = input(*be, xh, {B, T, I}), w = input(*be, wh, {O, I}), b = input(*be, bh, {O});
-  const auto packed = tx::ops::PreparedWeight::prepare(*be, w->value, false);
-  const auto int8 = tx::ops::PreparedWeight::prepare(*be, w->value, true);
+  const auto packed = tx::ops::PreparedWeight::prepare(*be, w->value, tx::ops::WeightForm::f32);
+  const auto int8 = tx::ops::PreparedWeight::prepare(*be, w->value, tx::ops::WeightForm::int8);
   CHECK(packed.packed.defined());
   CHECK(!packed.int8.defined());
   CHECK(int8.int8.defined());

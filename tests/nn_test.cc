@@ -399,7 +399,7 @@ TEMPLATE_TEST_CASE(
   const tx::nn::StepProjection separate = attn.project_step(g, x);
   for (int int8 = 0; int8 < 2; ++int8) {
     DYNAMIC_SECTION((int8 ? "int8" : "f32")) {
-      attn.prepare_inference(*be, int8 != 0);
+      attn.prepare_inference(*be, int8 != 0 ? tx::ops::WeightForm::int8 : tx::ops::WeightForm::f32);
       const tx::nn::StepProjection joined = attn.project_step(g, x);
       const Var got[3] = {joined.queries, joined.kv.keys, joined.kv.values};
       const Var before[3] = {separate.queries, separate.kv.keys, separate.kv.values};

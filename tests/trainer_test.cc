@@ -10,6 +10,7 @@
 #include "nn/param_scope.h"
 #include "support/backends.h"
 #include "support/programs.h"
+#include "support/train_runs.h"
 #include "train/checkpoint.h"
 #include "train_tiny.h"
 
@@ -20,34 +21,7 @@ using tx::train::Trainer;
 using tx::train::TrainerOptions;
 
 using tx::test::write_reversal_corpus;
-
-// Corpus files in `dir` and the options of a tiny run: d_model 16, 1 + 1 layers, dropout on
-// (resume must replay the masks), a joint vocabulary of about 30 pieces trained on the fly.
-TrainerOptions tiny_options(const TempDir& dir) {
-  if (!std::filesystem::exists(dir.file("train.src"))) {
-    write_reversal_corpus(dir.file("train.src"), dir.file("train.tgt"), 200, 7);
-    write_reversal_corpus(dir.file("valid.src"), dir.file("valid.tgt"), 12, 8);
-  }
-  TrainerOptions o;
-  o.model_dir = dir.file("model");
-  o.train_src = dir.file("train.src");
-  o.train_tgt = dir.file("train.tgt");
-  o.vocab_size = 30;
-  o.model.d_model = 16;
-  o.model.d_ff = 32;
-  o.model.heads = 2;
-  o.model.encoder_layers = o.model.decoder_layers = 1;
-  o.model.dropout = 0.1f;
-  o.model.max_length = 64;
-  o.max_tokens = 128;
-  o.lr.schedule = "constant";
-  o.lr.lr = 5e-3;
-  o.adam.clip_norm = 1.0f;
-  o.disp_freq = 5;
-  o.save_freq = 5;
-  o.quiet = true;
-  return o;
-}
+using tx::test::tiny_options;
 
 std::string error_of(const std::function<void()>& f) {
   try {

@@ -162,7 +162,8 @@ TEST_CASE("tx-translate: one line per input line in input order, as the library 
     REQUIRE(lines.size() == input.size());
     CHECK(lines[1].empty());
     CHECK(lines[5].empty());
-    f.model.prepare_inference(*f.be, false);  // as the program does: weights packed once
+    f.model.prepare_inference(
+        *f.be, tx::ops::WeightForm::f32);  // as the program does: weights packed once
     tx::decode::Translator tr(*f.be, f.model, *f.vocab, *f.vocab, o);
     std::istringstream in(join_lines(input));
     std::ostringstream want;
@@ -186,7 +187,7 @@ TEST_CASE("tx-translate: one line per input line in input order, as the library 
       want_indices.insert(want_indices.end(), input[i].empty() ? 1 : 3, i);
     CHECK(indices == want_indices);
     o.search.n_best = 3;
-    f.model.prepare_inference(*f.be, false);
+    f.model.prepare_inference(*f.be, tx::ops::WeightForm::f32);
     tx::decode::Translator tr(*f.be, f.model, *f.vocab, *f.vocab, o);
     std::istringstream in(join_lines(input));
     std::ostringstream want;
@@ -198,7 +199,7 @@ TEST_CASE("tx-translate: one line per input line in input order, as the library 
     REQUIRE(r.status == 0);
     CHECK(r.err.empty());
     REQUIRE(split_lines(r.out).size() == input.size());
-    f.model.prepare_inference(*f.be, true);
+    f.model.prepare_inference(*f.be, tx::ops::WeightForm::int8);
     tx::decode::Translator tr(*f.be, f.model, *f.vocab, *f.vocab, o);
     std::istringstream in(join_lines(input));
     std::ostringstream want;

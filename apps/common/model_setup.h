@@ -12,6 +12,7 @@
 #include "backend/registry.h"
 #include "common/app_log.h"
 #include "common/options.h"
+#include "common/precision.h"
 #include "core/rng.h"
 #include "data/vocab.h"
 #include "formats/model_file.h"
@@ -21,7 +22,8 @@
 
 namespace tx::app {
 
-// The options it reads: model, vocabs (one joint or source + target), device, cpu-threads, tf32, int8.
+// The options it reads: model, vocabs (one joint or source + target), device, cpu-threads, tf32,
+// int8, precision.
 class LoadedModel {
  public:
   explicit LoadedModel(const Options& options) {
@@ -73,7 +75,11 @@ class LoadedModel {
       train::load_model(path, *backend_, config_, params_);
     else
       nn::load_parameters(file.params, *backend_, params_, str("model '", path, "'"));
-    model_.prepare_inference(*backend_, options.flag("int8"));
+    const DType precision = checked_precision(options, *backend_);
+    model_.prepare_inference(*backend_, options.flag("int8")       ? ops::WeightForm::int8
+                                        : precision == DType::bf16 ? ops::WeightForm::bf16
+                                        : precision == DType::f16  ? ops::WeightForm::f16
+                                                                   : ops::WeightForm::f32);
     detail(options, formats::name_of(file.format), " model ", path, " on ", backend_->name(),
            ": d_model ", config_.d_model, ", ", config_.encoder_layers, "+", config_.decoder_layers,
            " layers, vocabularies ", config_.src_vocab_size, "/", config_.tgt_vocab_size,

@@ -96,6 +96,11 @@ std::vector<OptionSpec> make_registry() {
              "cuda: fp32 GEMMs on TF32 tensor cores (inputs rounded to 10-bit "
              "mantissas, fp32 sums): faster, results no longer the CPU's (docs/backends.md)",
              kCompute, device));
+  t.push_back(option("precision", OptionType::text, "fp32",
+                     "GEMM operands: fp32, bf16 or fp16 (f32 sums; weights, optimiser, LayerNorm, "
+                     "softmax and loss stay fp32; fp16 training scales the loss). bf16 needs "
+                     "AVX-512 on the CPU (docs/precision.md)",
+                     kCompute, device, one_of({"fp32", "bf16", "fp16"})));
   t.push_back(option("seed", OptionType::integer, 1,
                      "Seed of every random choice (initialisation, dropout, shuffling)", kCompute,
                      device, non_negative));

@@ -21,6 +21,7 @@ class CpuBackend : public Backend {
   std::shared_ptr<Allocator> allocator() const override { return allocator_; }
   void synchronize() override {}
   int threads() const { return threads_; }
+  std::string half_gemm_missing(DType dtype) const override;
 
  protected:
   void copy_from_host_impl(const void* src, const Tensor& dst) override;
@@ -29,6 +30,9 @@ class CpuBackend : public Backend {
   void fill_impl(const Tensor& x, float value) override;
   void gemm_impl(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
                  float alpha, float beta) override;
+  // bf16 through oneDNN's bf16 GEMM where the CPU has one (gemm_bf16.cc); f16 widened.
+  void gemm_half_impl(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+                      float alpha, float beta) override;
   void pack_weight_impl(PackedWeight& p) override;
   void gemm_packed_impl(const Tensor& a, const PackedWeight& w, const Tensor& c) override;
   // The rows a packed layout is cut for. The f32 layout serves any row count at the same speed;

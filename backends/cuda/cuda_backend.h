@@ -40,6 +40,9 @@ class CudaBackend : public Backend {
   Device device() const override { return Device{DeviceType::cuda, index_}; }
   std::shared_ptr<Allocator> allocator() const override { return allocator_; }
   void synchronize() override;
+  // cuBLAS runs bf16 and f16 operands on the tensor cores (sm_80 and later, which tx builds
+  // for).
+  std::string half_gemm_missing(DType) const override { return ""; }
 
  protected:
   void copy_from_host_impl(const void* src, const Tensor& dst) override;

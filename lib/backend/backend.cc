@@ -188,6 +188,10 @@ void Backend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
   tally_gemm(2.0 * double(c.numel()) * double(ka), run);
 }
 
+std::string Backend::half_gemm_missing(DType dtype) const {
+  return "the " + name() + " backend has no " + std::string(name_of(dtype)) + " GEMM kernels";
+}
+
 void Backend::gemm_half_impl(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                              const Tensor& c, float alpha, float beta) {
   const Tensor wide_a = empty(a.shape()), wide_b = empty(b.shape());

@@ -72,6 +72,10 @@ class Backend {
   // as tensor cores and oneDNN's bf16 GEMMs compute); c is f32.
   void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
             float alpha = 1.0f, float beta = 0.0f);
+  // Empty when gemm runs bf16 or f16 (`dtype`) operands on reduced-precision kernels of its
+  // own; otherwise one line saying why not (gemm then widens them to f32: the same sums,
+  // without the speed). What --precision asks before it trains or translates on a backend.
+  virtual std::string half_gemm_missing(DType dtype) const;
 
   // A weight w [N, K] (a linear layer's [out, in]) prepared once for many products a w^T at
   // inference, f32 for gemm_packed or i8 for gemm_i8: the CPU backend packs it into its GEMM's

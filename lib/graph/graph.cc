@@ -72,6 +72,25 @@ void Graph::replay() {
   }
 }
 
+Tensor Graph::gemm_operand(const Tensor& x) {
+  if (options_.gemm_dtype == DType::f32) return x;
+  Tensor low = alloc(x.shape(), options_.gemm_dtype);
+  be_.cast(x, low);
+  return low;
+}
+
+Tensor Graph::weight_operand(const Var& w) {
+  if (options_.gemm_dtype == DType::f32) return w->value;
+  if (!w->persistent) return gemm_operand(w->value);  // not a parameter: a value of this step
+  auto it = weight_copies_.find(w);
+  if (it == weight_copies_.end()) {
+    Tensor low = be_.empty(w->value.shape(), options_.gemm_dtype);
+    be_.cast(w->value, low);
+    it = weight_copies_.emplace(w, std::move(low)).first;
+  }
+  return it->second;
+}
+
 void Graph::reset() {
   tape_.clear();
   if (arena_) arena_->reset();

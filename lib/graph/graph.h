@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -25,6 +26,10 @@ struct GraphOptions {
   // Take activations and their gradients from a per-step arena (rewound by reset()) instead
   // of the backend allocator. Vars must then not outlive reset().
   bool arena = false;
+  // The operands of the GEMMs of ops::linear and ops::matmul: f32, or bf16 / f16 (mixed
+  // precision, --precision): both operands rounded to it, products summed and stored in f32.
+  // Everything else (activations, LayerNorm, softmax, the loss, the gradients) stays f32.
+  DType gemm_dtype = DType::f32;
 };
 
 class Graph {
@@ -41,6 +46,7 @@ class Graph {
   bool plain_forward(float p) const { return !options_.grad && (!options_.training || p == 0.0f); }
   void set_grad_enabled(bool on) { options_.grad = on; }
   void set_training(bool on) { options_.training = on; }
+  DType gemm_dtype() const { return options_.gemm_dtype; }
   Rng& rng() { return rng_; }
 
   // Uninitialised memory for an op's output or scratch.
@@ -62,6 +68,16 @@ class Graph {
   // The same with a given seed gradient dy (the shape of y): the gradient of sum(y * dy).
   void backward(const Var& y, const Tensor& dy);
 
+  // x as a GEMM operand: x itself when gemm_dtype is f32, else x rounded to gemm_dtype in a
+  // new tensor of this step's memory.
+  Tensor gemm_operand(const Tensor& x);
+  // A weight as a GEMM operand: its value for f32, else, for a parameter (persistent), its
+  // rounded copy made on first use and kept (outside the arena) until weights_changed(): one
+  // cast per weight per update, not one per batch or per use. Any other Var: gemm_operand.
+  Tensor weight_operand(const Var& w);
+  // The parameters' values changed (an optimiser step): drops the rounded copies.
+  void weights_changed() { weight_copies_.clear(); }
+
   // Drops the tape and, with the arena, rewinds it: the start of a new step.
   void reset();
   // reset(), and the arena's memory given back (Arena::trim) until the next step.
@@ -75,6 +91,8 @@ class Graph {
   Rng rng_;
   std::unique_ptr<Arena> arena_;
   std::vector<Backward> tape_;
+  // weight_operand's copies; the key holds its Var so that no other node reuses the address.
+  std::map<Var, Tensor> weight_copies_;
 };
 
 // Turns gradient recording off for a scope (inference inside a training graph).

@@ -34,13 +34,20 @@ Var linear_int8(Graph& g, const Var& x, const Int8Weight& w, const Var& b);
 // max(., 0) of the result, with the bias in one pass (Backend::add_bias_relu).
 Var linear_packed(Graph& g, const Var& x, const Backend::PackedWeight& w, const Var& b,
                   bool relu = false);
-// A weight prepared once for inference: quantised to int8 or packed (one of them), or empty.
+// How inference prepares its weights once: f32 packed for the backend's GEMM (the default),
+// int8 (--int8), or a bf16 / f16 copy (--precision) whose GEMMs take x rounded to it per call
+// and sum in f32.
+enum class WeightForm { f32, int8, bf16, f16 };
+// A weight prepared once for inference: quantised to int8, packed, or rounded to bf16 / f16
+// (one of them), or empty.
 struct PreparedWeight {
   Int8Weight int8;
   Backend::PackedWeight packed;
-  static PreparedWeight prepare(Backend& be, const Tensor& w, bool int8);
+  Tensor low;  // bf16 or f16 [out, in]
+  static PreparedWeight prepare(Backend& be, const Tensor& w, WeightForm form);
 };
-// linear(g, x, w, b) through w's prepared form when it has one (linear_int8, linear_packed).
+// linear(g, x, w, b) through w's prepared form when it has one (linear_int8, linear_packed, or
+// the rounded copy).
 Var linear(Graph& g, const Var& x, const Var& w, const Var& b, const PreparedWeight& prepared);
 // relu(linear(g, x, w, b, prepared)) for inference (an error when anything would need a
 // gradient): bias and ReLU in one pass where the weight is packed, the ReLU in place otherwise.

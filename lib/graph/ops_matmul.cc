@@ -18,19 +18,22 @@ Var linear(Graph& g, const Var& x, const Var& w, const Var& b) {
   const bool rec = g.recording({&x, &w, &b});
   Var y = g.output(Shape(dims), rec);
   Tensor y2 = y->value.view({rows, out});
-  be.gemm(xv.view({rows, in}), false, wv, true, y2);
+  // The GEMMs' operands: x and w themselves, or with a reduced gemm_dtype their rounded copies,
+  // which the backward then reads in place of x.
+  const Tensor X = g.gemm_operand(xv.view({rows, in}));
+  const Tensor W = g.weight_operand(w);
+  be.gemm(X, false, W, true, y2);
   if (b) be.add_bias(y2, b->value, y2);
 
-  if (rec) x->value_needed = true;  // the weight gradient reads it
+  if (rec && g.gemm_dtype() == DType::f32) x->value_needed = true;  // the weight gradient reads it
   if (rec)
-    g.record([x, w, b, y, rows, in, out](Graph& g) {
+    g.record([x, w, b, y, X, W, rows, in, out](Graph& g) {
       if (!y->grad.defined()) return;
       Backend& be = g.backend();
-      Tensor dy = y->grad.view({rows, out});
-      if (x->requires_grad)
-        be.gemm(dy, false, w->value, false, g.grad(x).view({rows, in}), 1.0f, 1.0f);
-      if (w->requires_grad)
-        be.gemm(dy, true, x->value.view({rows, in}), false, g.grad(w), 1.0f, 1.0f);
+      const Tensor dy = y->grad.view({rows, out});
+      const Tensor DY = g.gemm_operand(dy);
+      if (x->requires_grad) be.gemm(DY, false, W, false, g.grad(x).view({rows, in}), 1.0f, 1.0f);
+      if (w->requires_grad) be.gemm(DY, true, X, false, g.grad(w), 1.0f, 1.0f);
       if (b && b->requires_grad) be.sum_rows(dy, g.grad(b), 1.0f);
     });
   return y;
@@ -64,6 +67,40 @@ Var linear_int8(Graph& g, const Var& x, const Int8Weight& w, const Var& b) {
   return y;
 }
 
+namespace {
+
+// y2 += b, then relu, each when asked: one pass where both are.
+void bias_relu(Backend& be, const Tensor& y2, const Var& b, bool relu) {
+  if (b && relu)
+    be.add_bias_relu(y2, b->value, y2);
+  else if (b)
+    be.add_bias(y2, b->value, y2);
+  else if (relu)
+    be.relu(y2, y2);
+}
+
+// linear() for inference with a bf16 / f16 weight: x rounded to its dtype for the GEMM.
+Var linear_low(Graph& g, const Var& x, const Tensor& w, const Var& b, bool relu) {
+  const Tensor& xv = x->value;
+  TX_CHECK(xv.ndim() >= 1 && xv.dim(-1) == w.dim(1), "linear: input ", xv.str(),
+           " does not match weight ", w.str(), " (stored [out, in])");
+  TX_CHECK(!g.recording({&x, &b}), "linear: ", name_of(w.dtype()),
+           " weights are for inference; gradients need the f32 weights");
+  const int64_t rows = xv.shape().rows(), in = w.dim(1), out = w.dim(0);
+  std::vector<int64_t> dims = xv.shape().dims();
+  dims.back() = out;
+  Backend& be = g.backend();
+  Var y = g.output(Shape(dims), false);
+  Tensor X = g.alloc({rows, in}, w.dtype());
+  be.cast(xv.view({rows, in}), X);
+  Tensor y2 = y->value.view({rows, out});
+  be.gemm(X, false, w, true, y2);
+  bias_relu(be, y2, b, relu);
+  return y;
+}
+
+}  // namespace
+
 Var linear_packed(Graph& g, const Var& x, const Backend::PackedWeight& w, const Var& b, bool relu) {
   const Tensor& xv = x->value;
   TX_CHECK(w.defined() && xv.ndim() >= 1 && xv.dim(-1) == w.weight.dim(1), "linear_packed: input ",
@@ -75,26 +112,25 @@ Var linear_packed(Graph& g, const Var& x, const Backend::PackedWeight& w, const 
   Backend& be = g.backend();
   Var y = g.output(Shape(dims), false);
   be.gemm_packed(xv, w, y->value);
-  Tensor y2 = y->value.view({y->value.shape().rows(), dims.back()});
-  if (b && relu)
-    be.add_bias_relu(y2, b->value, y2);
-  else if (b)
-    be.add_bias(y2, b->value, y2);
-  else if (relu)
-    be.relu(y2, y2);
+  bias_relu(be, y->value.view({y->value.shape().rows(), dims.back()}), b, relu);
   return y;
 }
 
-PreparedWeight PreparedWeight::prepare(Backend& be, const Tensor& w, bool int8) {
+PreparedWeight PreparedWeight::prepare(Backend& be, const Tensor& w, WeightForm form) {
   PreparedWeight p;
-  if (int8)
+  if (form == WeightForm::int8) {
     p.int8 = Int8Weight::quantize(be, w);
-  else
+  } else if (form == WeightForm::bf16 || form == WeightForm::f16) {
+    p.low = be.empty(w.shape(), form == WeightForm::bf16 ? DType::bf16 : DType::f16);
+    be.cast(w, p.low);
+  } else {
     p.packed = be.pack_weight(w);
+  }
   return p;
 }
 
 Var linear(Graph& g, const Var& x, const Var& w, const Var& b, const PreparedWeight& prepared) {
+  if (prepared.low.defined()) return linear_low(g, x, prepared.low, b, false);
   if (prepared.int8.defined()) return linear_int8(g, x, prepared.int8, b);
   if (prepared.packed.defined()) return linear_packed(g, x, prepared.packed, b);
   return linear(g, x, w, b);
@@ -104,6 +140,7 @@ Var linear_relu(Graph& g, const Var& x, const Var& w, const Var& b,
                 const PreparedWeight& prepared) {
   TX_CHECK(!g.recording({&x, &w, &b}),
            "linear_relu: inference only; with gradients use linear then relu_dropout");
+  if (prepared.low.defined()) return linear_low(g, x, prepared.low, b, true);
   if (!prepared.int8.defined() && prepared.packed.defined())
     return linear_packed(g, x, prepared.packed, b, true);
   Var y = linear(g, x, w, b, prepared);
@@ -138,16 +175,17 @@ Var matmul(Graph& g, const Var& a, bool trans_a, const Var& b, bool trans_b, flo
   Backend& be = g.backend();
   const bool rec = g.recording({&a, &b});
   Var c = g.output(Shape(dims), rec);
+  // The operands as they are, or rounded to a reduced gemm_dtype (the backward reads these).
+  const Tensor A = g.gemm_operand(as_batched(av)), B = g.gemm_operand(as_batched(bv));
   // Backend::gemm checks the inner dimensions and names the shapes when they differ.
-  be.gemm(as_batched(av), trans_a, as_batched(bv), trans_b, as_batched(c->value), alpha, 0.0f);
+  be.gemm(A, trans_a, B, trans_b, as_batched(c->value), alpha, 0.0f);
 
-  if (rec) a->value_needed = b->value_needed = true;
+  if (rec && g.gemm_dtype() == DType::f32) a->value_needed = b->value_needed = true;
   if (rec)
-    g.record([a, b, c, trans_a, trans_b, alpha](Graph& g) {
+    g.record([a, b, c, A, B, trans_a, trans_b, alpha](Graph& g) {
       if (!c->grad.defined()) return;
       Backend& be = g.backend();
-      Tensor dc = as_batched(c->grad);
-      Tensor A = as_batched(a->value), B = as_batched(b->value);
+      const Tensor dc = g.gemm_operand(as_batched(c->grad));
       // With C = op(A) op(B): d op(A) = dC op(B)^T and d op(B) = op(A)^T dC, then undo op.
       if (a->requires_grad) {
         Tensor da = as_batched(g.grad(a));

@@ -15,9 +15,9 @@ MultiHeadAttention::MultiHeadAttention(ParamScope scope, int64_t d_model, int he
   out_proj_ = Linear(scope.child("out_proj"), d_model, d_model);
 }
 
-void MultiHeadAttention::prepare_inference(Backend& be, bool int8) {
-  for (Linear* proj : {&q_proj_, &k_proj_, &v_proj_, &out_proj_}) proj->prepare_inference(be, int8);
-  qkv_proj_ = Linear::concatenated(be, {&q_proj_, &k_proj_, &v_proj_}, int8);
+void MultiHeadAttention::prepare_inference(Backend& be, ops::WeightForm form) {
+  for (Linear* proj : {&q_proj_, &k_proj_, &v_proj_, &out_proj_}) proj->prepare_inference(be, form);
+  qkv_proj_ = Linear::concatenated(be, {&q_proj_, &k_proj_, &v_proj_}, form);
 }
 
 Var MultiHeadAttention::forward(Graph& g, const Var& query, const Var& memory,

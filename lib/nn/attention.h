@@ -76,7 +76,7 @@ class MultiHeadAttention {
   StepProjection project_step(Graph& g, const Var& x) const;
 
   // Linear::prepare_inference of the four projections, and the joined q|k|v projection.
-  void prepare_inference(Backend& be, bool int8);
+  void prepare_inference(Backend& be, ops::WeightForm form);
 
   int heads() const { return heads_; }
   int64_t d_model() const { return d_model_; }

@@ -29,10 +29,10 @@ class DecoderLayer {
   // memory_lengths[b] (i32 [B]) are padding.
   Var forward(Graph& g, const Var& x, const Var& memory, const Tensor& memory_lengths) const;
   // Linear::prepare_inference of every linear layer.
-  void prepare_inference(Backend& be, bool int8) {
-    self_attn_.prepare_inference(be, int8);
-    cross_attn_.prepare_inference(be, int8);
-    ffn_.prepare_inference(be, int8);
+  void prepare_inference(Backend& be, ops::WeightForm form) {
+    self_attn_.prepare_inference(be, form);
+    cross_attn_.prepare_inference(be, form);
+    ffn_.prepare_inference(be, form);
   }
 
   // The cross-attention keys and values of the encoder output, computed once per sentence.

@@ -34,9 +34,9 @@ class EncoderLayer {
   // x [B, T, d_model]; key_lengths i32 [B] marks right padding (optional).
   Var forward(Graph& g, const Var& x, const Tensor& key_lengths) const;
   // Linear::prepare_inference of every linear layer.
-  void prepare_inference(Backend& be, bool int8) {
-    self_attn_.prepare_inference(be, int8);
-    ffn_.prepare_inference(be, int8);
+  void prepare_inference(Backend& be, ops::WeightForm form) {
+    self_attn_.prepare_inference(be, form);
+    ffn_.prepare_inference(be, form);
   }
 
   const EncoderLayerConfig& config() const { return config_; }

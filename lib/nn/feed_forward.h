@@ -17,9 +17,9 @@ class FeedForward {
 
   Var forward(Graph& g, const Var& x) const;
   // Linear::prepare_inference of both layers.
-  void prepare_inference(Backend& be, bool int8) {
-    fc1_.prepare_inference(be, int8);
-    fc2_.prepare_inference(be, int8);
+  void prepare_inference(Backend& be, ops::WeightForm form) {
+    fc1_.prepare_inference(be, form);
+    fc2_.prepare_inference(be, form);
   }
 
  private:

@@ -7,7 +7,8 @@ Linear::Linear(ParamScope scope, int64_t in, int64_t out, bool bias)
   if (bias) bias_ = scope.constant("bias", {out}, 0.0f);
 }
 
-Linear Linear::concatenated(Backend& be, const std::vector<const Linear*>& parts, bool int8) {
+Linear Linear::concatenated(Backend& be, const std::vector<const Linear*>& parts,
+                            ops::WeightForm form) {
   TX_CHECK(!parts.empty(), "Linear::concatenated: no layers given");
   const int64_t in = parts.front()->weight_->value.dim(1);
   const bool bias = static_cast<bool>(parts.front()->bias_);
@@ -30,7 +31,7 @@ Linear Linear::concatenated(Backend& be, const std::vector<const Linear*>& parts
   }
   joined.weight_ = make_var(w);
   if (bias) joined.bias_ = make_var(b);
-  joined.prepare_inference(be, int8);
+  joined.prepare_inference(be, form);
   return joined;
 }
 

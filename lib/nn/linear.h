@@ -20,16 +20,17 @@ class Linear {
     return ops::linear_relu(g, x, weight_, bias_, prepared_);
   }
   // Inference only from here on (forward records no gradient; call once the weights are
-  // final): the weight quantised to int8 (tx-translate --int8), or else packed for the
-  // backend's GEMM (Backend::pack_weight).
-  void prepare_inference(Backend& be, bool int8) {
-    prepared_ = ops::PreparedWeight::prepare(be, weight_->value, int8);
+  // final): the weight in `form` (ops::PreparedWeight): quantised to int8 (--int8), rounded to
+  // bf16 / f16 (--precision), or packed for the backend's GEMM (Backend::pack_weight).
+  void prepare_inference(Backend& be, ops::WeightForm form) {
+    prepared_ = ops::PreparedWeight::prepare(be, weight_->value, form);
   }
 
   // Inference: one layer whose output is the outputs of `parts` side by side (their weights'
   // rows and biases concatenated, in order; all with a bias or none), prepared as above. One
   // GEMM of N = sum of outs instead of one per part: the same products, fewer and larger calls.
-  static Linear concatenated(Backend& be, const std::vector<const Linear*>& parts, bool int8);
+  static Linear concatenated(Backend& be, const std::vector<const Linear*>& parts,
+                             ops::WeightForm form);
 
   const Var& weight() const { return weight_; }
   const Var& bias() const { return bias_; }  // null without bias

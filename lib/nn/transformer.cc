@@ -113,10 +113,10 @@ Var Transformer::logits(Graph& g, const Var& x) const {
   return ops::linear(g, h, output_weight_, output_bias_, output_prepared_);
 }
 
-void Transformer::prepare_inference(Backend& be, bool int8) {
-  for (EncoderLayer& layer : encoder_) layer.prepare_inference(be, int8);
-  for (DecoderLayer& layer : decoder_) layer.prepare_inference(be, int8);
-  output_prepared_ = ops::PreparedWeight::prepare(be, output_weight_->value, int8);
+void Transformer::prepare_inference(Backend& be, ops::WeightForm form) {
+  for (EncoderLayer& layer : encoder_) layer.prepare_inference(be, form);
+  for (DecoderLayer& layer : decoder_) layer.prepare_inference(be, form);
+  output_prepared_ = ops::PreparedWeight::prepare(be, output_weight_->value, form);
 }
 
 Var Transformer::decode(Graph& g, const Var& memory, const Tensor& src_lengths,

@@ -60,11 +60,12 @@ class Transformer {
   Var decode_step(Graph& g, const std::vector<DecoderState*>& states, const Tensor& tgt_ids) const;
 
   // Inference only from here on (tx-translate, tx-score): every linear layer of the encoder
-  // and decoder and the projection to the vocabulary run on weights prepared once: with int8
-  // (--int8) quantised per output row (Backend::gemm_i8), else packed for the backend's GEMM
-  // (Backend::gemm_packed). Embeddings, LayerNorms and attention are unchanged. Gradients
-  // through the prepared layers are an error.
-  void prepare_inference(Backend& be, bool int8);
+  // and decoder and the projection to the vocabulary run on weights prepared once in `form`:
+  // int8 (--int8) quantised per output row (Backend::gemm_i8); bf16 / f16 (--precision)
+  // rounded copies, each GEMM taking its input rounded the same way; f32 packed for the
+  // backend's GEMM (Backend::gemm_packed). Embeddings, LayerNorms and attention are unchanged.
+  // Gradients through the prepared layers are an error.
+  void prepare_inference(Backend& be, ops::WeightForm form);
 
   const io::ModelConfig& config() const { return config_; }
   const Embedding& src_embedding() const { return src_embed_; }

@@ -315,6 +315,7 @@ TrainerResult Trainer::run() {
         std::find(o.valid_metrics.begin(), o.valid_metrics.end(), "bleu") != o.valid_metrics.end();
     vo.beam_size = o.beam_size;
     vo.normalize = o.normalize;
+    vo.gemm_dtype = o.precision;
     validator.emplace(be_, config, *src_vocab, tgt_vocab, o.valid_src, o.valid_tgt, corpus_options,
                       vo);
   }
@@ -364,12 +365,20 @@ TrainerResult Trainer::run() {
       log("resuming from ", ckpt, " at update ", grouped(state.update), ", epoch ",
           state.epoch + 1);
   }
-  Graph graph(be_, GraphOptions{true, true, state.rng_seed, true});
+  Graph graph(be_, GraphOptions{true, true, state.rng_seed, true, o.precision});
   graph.rng().set_counter(state.rng_counter);
+  LossScalerOptions scaling = o.loss_scaling;
+  scaling.enabled = o.precision == DType::f16;
+  LossScaler scaler(scaling);
+  if (scaler.enabled() && state.loss_scale > 0)
+    scaler.restore(state.loss_scale, state.loss_scale_clean);
   if (!quiet)
     log("model: ", grouped(params.numel()), " parameters, vocabularies ",
         grouped(config.src_vocab_size), "/", grouped(config.tgt_vocab_size), "; learning rate ",
         schedule.describe(), "; device ", be_.name());
+  if (!quiet && o.precision != DType::f32)
+    log("precision: ", name_of(o.precision), " GEMM operands, f32 sums, weights and optimiser",
+        scaler.enabled() ? str("; loss scale ", scaler.scale()) : std::string());
   if (!quiet && ranks > 1)
     log("data parallel: ", world.describe(), "; an update is ", ranks, " x ", o.optimizer_delay,
         " batches");
@@ -407,6 +416,8 @@ TrainerResult Trainer::run() {
     state.data_position = {pos.epoch, pos.batch, epoch_sentences};
     state.rng_counter = graph.rng().counter();
     state.early_stopping = stopper.state();
+    state.loss_scale = scaler.enabled() ? scaler.scale() : 0;
+    state.loss_scale_clean = scaler.enabled() ? scaler.clean_updates() : 0;
     graph.trim();  // the host copies of the checkpoint need not stack on the step's memory
     if (writer) save_checkpoint(ckpt, be_, config, params, adam, state);
     save_models();
@@ -444,7 +455,7 @@ TrainerResult Trainer::run() {
     }
   };
 
-  UpdateStep step(be_, model, params, adam, graph, config, world, o.optimizer_delay);
+  UpdateStep step(be_, model, params, adam, graph, config, world, o.optimizer_delay, scaler);
 
   // TX_PROFILE=1: each log line also says how much of its span went to GEMMs (a diagnostic for
   // bench/peers/train.py; GEMMs are synchronised, so a GPU loses its overlap).
@@ -478,8 +489,13 @@ TrainerResult Trainer::run() {
     span_reduce_secs += update.reduce_secs;
     ++state.update;
     ++span_updates;
-    if (info.skipped && !quiet)
-      log("update ", grouped(state.update), ": gradient norm is not finite; update skipped");
+    if (info.skipped && !quiet) {
+      if (scaler.enabled())
+        log("update ", grouped(state.update), ": fp16 gradients overflowed at loss scale ",
+            update.loss_scale, "; update skipped, scale now ", scaler.scale());
+      else
+        log("update ", grouped(state.update), ": gradient norm is not finite; update skipped");
+    }
     if (!quiet && stderr_is_terminal()) {
       const double secs = std::chrono::duration<double>(Clock::now() - span_start).count();
       std::string eta;
@@ -506,6 +522,7 @@ TrainerResult Trainer::run() {
                           {"words_per_s", wps},     {"lr", lr}};
       // Seconds in the gradient all-reduce, waiting for the slowest process included.
       if (ranks > 1) j["allreduce_s"] = span_reduce_secs;
+      if (scaler.enabled()) j["loss_scale"] = scaler.scale();
       if (be_.profiling()) {
         const Backend::GemmTally t = be_.take_gemm_tally();
         j["gemm_s"] = t.seconds;

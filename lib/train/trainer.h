@@ -40,6 +40,7 @@
 #include "backend/backend.h"
 #include "io/model_config.h"
 #include "train/collective.h"
+#include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
 
@@ -68,6 +69,10 @@ struct TrainerOptions {
   LrOptions lr;                 // lr.d_model is taken from the model
   AdamOptions adam;             // clip_norm among them
   int64_t optimizer_delay = 1;  // batches accumulated per update
+  // --precision: the GEMMs' operands (f32, bf16 or f16; Graph's gemm_dtype), fp32 master
+  // weights and optimiser either way. f16 scales the loss (loss_scaling.enabled is set here).
+  DType precision = DType::f32;
+  LossScalerOptions loss_scaling;
 
   int64_t after_epochs = 0;   // 0: no limit
   int64_t after_updates = 0;  // total updates (a resumed run counts those done before)

@@ -12,7 +12,9 @@ nlohmann::json TrainingState::to_json() const {
           {"data_position", data_position},
           {"rng_seed", rng_seed},
           {"rng_counter", rng_counter},
-          {"early_stopping", early_stopping.to_json()}};
+          {"early_stopping", early_stopping.to_json()},
+          {"loss_scale", loss_scale},
+          {"loss_scale_clean", loss_scale_clean}};
 }
 
 TrainingState TrainingState::from_json(const nlohmann::json& j, const std::string& where) {
@@ -34,6 +36,8 @@ TrainingState TrainingState::from_json(const nlohmann::json& j, const std::strin
         where, ": the training state's rng_seed and rng_counter must be unsigned integers");
     s.rng_seed = field("rng_seed").get<uint64_t>();
     s.rng_counter = field(key = "rng_counter").get<uint64_t>();
+    if (j.contains(key = "loss_scale")) s.loss_scale = j.at(key).get<double>();
+    if (j.contains(key = "loss_scale_clean")) s.loss_scale_clean = j.at(key).get<int64_t>();
   } catch (const nlohmann::json::exception&) {
     throw Error(str(where, ": the training state's '", key, "' = ", j.at(key).dump(),
                     " has the wrong type; the checkpoint is damaged"));
@@ -47,7 +51,8 @@ bool TrainingState::operator==(const TrainingState& o) const {
   return update == o.update && epoch == o.epoch && data_position == o.data_position &&
          rng_seed == o.rng_seed && rng_counter == o.rng_counter && a.metric == b.metric &&
          a.has_best == b.has_best && a.best == b.best && a.stalled == b.stalled &&
-         a.validations == b.validations;
+         a.validations == b.validations && loss_scale == o.loss_scale &&
+         loss_scale_clean == o.loss_scale_clean;
 }
 
 }  // namespace tx::train

@@ -25,6 +25,10 @@ struct TrainingState {
   uint64_t rng_seed = 1;
   uint64_t rng_counter = 0;
   EarlyStopping::State early_stopping;
+  // fp16's loss scaler (train/loss_scaler.h): its scale (0: none, not an fp16 run) and its
+  // clean updates since the scale last changed. Absent from older checkpoints: 0.
+  double loss_scale = 0;
+  int64_t loss_scale_clean = 0;
 
   nlohmann::json to_json() const;
   // Throws tx::Error naming `where` and the key for a missing or mistyped field.

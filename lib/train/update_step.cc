@@ -8,7 +8,7 @@ namespace tx::train {
 
 UpdateStep::UpdateStep(Backend& be, nn::Transformer& model, nn::ParameterSet& params, Adam& adam,
                        Graph& graph, const io::ModelConfig& config, Collective& world,
-                       int64_t optimizer_delay)
+                       int64_t optimizer_delay, LossScaler& scaler)
     : be_(be),
       model_(model),
       params_(params),
@@ -17,6 +17,7 @@ UpdateStep::UpdateStep(Backend& be, nn::Transformer& model, nn::ParameterSet& pa
       config_(config),
       world_(world),
       optimizer_delay_(optimizer_delay),
+      scaler_(scaler),
       batches_per_update_(int64_t(world.size()) * optimizer_delay),
       n_grads_(params.numel()),
       flat_grads_(batches_per_update_ > 1) {
@@ -50,6 +51,7 @@ UpdateStep::Result UpdateStep::run(const std::function<const data::Batch*()>& ne
                                    const std::function<bool()>& stop_requested) {
   const int ranks = world_.size(), rank = world_.rank();
   Result r;
+  r.loss_scale = scaler_.scale();
   const uint64_t rng_start = graph_.rng().counter();
   int64_t ran = 0;  // batches this process ran in this update
   for (int64_t k = 0; k < batches_per_update_; ++k) {
@@ -68,7 +70,13 @@ UpdateStep::Result UpdateStep::run(const std::function<const data::Batch*()>& ne
     Var loss = batch_loss(graph_, model_, b, config_.label_smoothing, config_.pad_id,
                           /*release_logits=*/true);
     r.cost += be_.download<float>(loss->value)[0];
-    graph_.backward(loss);
+    if (scaler_.enabled()) {
+      const Tensor seed = graph_.alloc(loss->value.shape());
+      be_.fill(seed, float(r.loss_scale));
+      graph_.backward(loss, seed);
+    } else {
+      graph_.backward(loss);
+    }
     graph_.reset();
     if (apart) {
       bind_grads(sum_views_);
@@ -93,7 +101,12 @@ UpdateStep::Result UpdateStep::run(const std::function<const data::Batch*()>& ne
     r.cost = summed[0];
     r.stop = summed[1] > 0;
   }
-  r.adam = adam_.step(float(lr), 1.0f / float(r.tokens));
+  // The scale divides out here, with the token count (exactly 1 / tokens without a scaler).
+  const float grad_scale =
+      scaler_.enabled() ? float(1.0 / (double(r.tokens) * r.loss_scale)) : 1.0f / float(r.tokens);
+  r.adam = adam_.step(float(lr), grad_scale);
+  scaler_.update(r.adam.skipped);
+  graph_.weights_changed();
   if (flat_grads_)
     be_.fill(flat_, 0.0f);
   else

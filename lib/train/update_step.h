@@ -23,6 +23,7 @@
 #include "nn/parameters.h"
 #include "nn/transformer.h"
 #include "train/collective.h"
+#include "train/loss_scaler.h"
 #include "train/optimizer.h"
 
 namespace tx::train {
@@ -39,9 +40,12 @@ class UpdateStep {
   // The graph's rng draws the dropout masks; `world` is this process's run (one process: a
   // plain run). Binds the parameters' gradients to the flat buffer when an update has several
   // batches.
+  // With a reduced gemm_dtype the graph's GEMMs take rounded weights, refreshed after each
+  // step (Graph::weights_changed); `scaler` (fp16) scales the loss's gradient and learns from
+  // each step whether it overflowed.
   UpdateStep(Backend& be, nn::Transformer& model, nn::ParameterSet& params, Adam& adam,
              Graph& graph, const io::ModelConfig& config, Collective& world,
-             int64_t optimizer_delay);
+             int64_t optimizer_delay, LossScaler& scaler);
 
   struct Result {
     int64_t tokens = 0;      // target tokens of all the update's batches, every process's
@@ -50,6 +54,7 @@ class UpdateStep {
     bool stop = false;       // some process asked to stop (data parallel runs only)
     double reduce_secs = 0;  // in the all-reduce, waiting for the slowest process included
     AdamStepInfo adam;       // when tokens > 0
+    double loss_scale = 1;   // the scale this update's gradients were computed with
   };
   // Runs one update. `next` yields the update's batches in order, every process's (false: no
   // more); a process runs its share. With no token at all nothing is stepped (tokens 0).
@@ -72,6 +77,7 @@ class UpdateStep {
   const io::ModelConfig& config_;
   Collective& world_;
   int64_t optimizer_delay_;
+  LossScaler& scaler_;
   int64_t batches_per_update_;
   int64_t n_grads_;
   bool flat_grads_;

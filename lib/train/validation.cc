@@ -38,7 +38,7 @@ Validator::Validator(Backend& be, const io::ModelConfig& config, const data::Voc
 
 Validation Validator::run(const nn::Transformer& model) const {
   Validation v;
-  Graph g(be_, GraphOptions{false, false, 1, true});
+  Graph g(be_, GraphOptions{false, false, 1, true, options_.gemm_dtype});
   data::BatcherOptions bo;
   bo.max_tokens = options_.max_tokens;
   bo.maxi_batch = 0;

@@ -29,6 +29,9 @@ struct ValidatorOptions {
   bool bleu = false;
   int beam_size = 6;
   float normalize = 1.0f;  // tx-translate's --normalize
+  // The cross-entropy's GEMM operands (--precision; Graph's gemm_dtype). The BLEU translation
+  // runs in f32.
+  DType gemm_dtype = DType::f32;
 };
 
 class Validator {

@@ -1,5 +1,5 @@
-// Test support: the flags of a tiny tx-train run and reading back what tx-train wrote, for the
-// tests that drive the real program (train_cli_test.cc, train_mpi_test.cc).
+// Test support: a tiny tx-train run (its flags for the program, its options for train::Trainer)
+// and reading back what tx-train wrote.
 #pragma once
 
 #include <filesystem>
@@ -11,6 +11,7 @@
 #include "io/safetensors.h"
 #include "support/programs.h"
 #include "train/checkpoint.h"
+#include "train/trainer.h"
 
 namespace tx::test {
 
@@ -23,6 +24,35 @@ inline std::string tiny_flags(const TempDir& dir, const std::string& model = "m"
          " --d-model 16 --d-ff 32 --heads 2 --enc-layers 1 --dec-layers 1 --dim-vocabs 30"
          " --max-tokens 128 --disp-freq 2 --lr-schedule constant --learn-rate 0.001"
          " --cpu-threads 1 --quiet";
+}
+
+// The same run as train::Trainer options, with validation files beside it: d_model 16, 1 + 1
+// layers, dropout on (resume must replay the masks), a joint vocabulary of about 30 pieces
+// trained on the fly, a log line and a save every 5 updates.
+inline train::TrainerOptions tiny_options(const TempDir& dir) {
+  if (!std::filesystem::exists(dir.file("train.src")))
+    write_reversal_corpus(dir.file("train.src"), dir.file("train.tgt"), 200, 7);
+  if (!std::filesystem::exists(dir.file("valid.src")))
+    write_reversal_corpus(dir.file("valid.src"), dir.file("valid.tgt"), 12, 8);
+  train::TrainerOptions o;
+  o.model_dir = dir.file("model");
+  o.train_src = dir.file("train.src");
+  o.train_tgt = dir.file("train.tgt");
+  o.vocab_size = 30;
+  o.model.d_model = 16;
+  o.model.d_ff = 32;
+  o.model.heads = 2;
+  o.model.encoder_layers = o.model.decoder_layers = 1;
+  o.model.dropout = 0.1f;
+  o.model.max_length = 64;
+  o.max_tokens = 128;
+  o.lr.schedule = "constant";
+  o.lr.lr = 5e-3;
+  o.adam.clip_norm = 1.0f;
+  o.disp_freq = 5;
+  o.save_freq = 5;
+  o.quiet = true;
+  return o;
 }
 
 // Every tensor of a safetensors file but Adam's moments, by name, as floats.
