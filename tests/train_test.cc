@@ -6,6 +6,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "support/backends.h"
 #include "support/reference.h"
 #include "train/early_stopping.h"
 #include "train/lr_schedule.h"
@@ -223,6 +224,52 @@ std::vector<double> seen_gradient(tx::Backend& be, const Adam& adam, size_t i, f
 }
 
 }  // namespace
+
+TEMPLATE_TEST_CASE(
+    "train adam: set_flat's one call per step equals one call per parameter bit "
+    "for bit",
+    "[train][adam]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  const std::vector<int64_t> sizes = {6, 15, 4, 1000};
+  ParameterSet apart, joined;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const std::vector<float> w = tx::test::random_vector(sizes[k], 30 + k);
+    apart.add("p" + std::to_string(k), be->upload(w, {sizes[k]}));
+    joined.add("p" + std::to_string(k), be->upload(w, {sizes[k]}));
+  }
+  const Tensor values = joined.make_contiguous(*be);
+  const Tensor grads = be->zeros({joined.numel()});
+  int64_t offset = 0;
+  for (const auto& item : joined.items()) {
+    const int64_t n = item.second->value.numel();
+    // The values moved into the buffer unchanged.
+    CHECK(be->download<float>(item.second->value) ==
+          be->download<float>(apart.get(item.first)->value));
+    item.second->grad = grads.slice(offset, offset + n);
+    offset += n;
+  }
+  Adam a(*be, apart), b(*be, joined);
+  b.set_flat(values, grads);
+  for (int t = 1; t <= 3; ++t) {
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      const std::vector<float> g = tx::test::random_vector(sizes[k], 100 * t + k, -2.0f, 2.0f);
+      apart.items()[k].second->grad = be->upload(g, {sizes[k]});
+      be->copy_from_host(g.data(), joined.items()[k].second->grad);
+    }
+    const tx::train::AdamStepInfo ia = a.step(1e-3f, 0.25f), ib = b.step(1e-3f, 0.25f);
+    CHECK(ib.grad_norm == Approx(ia.grad_norm).epsilon(1e-6));
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      INFO("step " << t << ", p" << k);
+      CHECK(be->download<float>(joined.items()[k].second->value) ==
+            be->download<float>(apart.items()[k].second->value));
+      CHECK(be->download<float>(b.m(k)) == be->download<float>(a.m(k)));
+      CHECK(be->download<float>(b.v(k)) == be->download<float>(a.v(k)));
+    }
+  }
+  // A parameter given a tensor of its own is no longer updated through the buffer: an error.
+  joined.items()[2].second->value = be->zeros({sizes[2]});
+  REQUIRE_THROWS_WITH(b.step(1e-3f), Contains("'p2'") && Contains("set_flat"));
+}
 
 TEST_CASE("train adam clipping: above clip_norm the global norm becomes clip_norm",
           "[train][adam][clip]") {

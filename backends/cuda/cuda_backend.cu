@@ -2,6 +2,8 @@
 // index-error record, and registration.
 #include <cublas_v2.h>
 
+#include <cstring>
+
 #include "backend/registry.h"
 #include "core/half.h"
 #include "cuda_backend.h"
@@ -167,6 +169,10 @@ CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamSynchronize(as_stream(stream_));
   if (cublas_) cublasDestroy(static_cast<cublasHandle_t>(cublas_));
   if (reduce_scratch_) cudaFree(reduce_scratch_);
+  for (StageSlot& slot : stage_) {
+    if (slot.read) cudaEventDestroy(static_cast<cudaEvent_t>(slot.read));
+    if (slot.host) cudaFreeHost(slot.host);
+  }
   if (errors_device_) cudaFree(errors_device_);
   if (errors_host_) cudaFreeHost(errors_host_);
   if (stream_) cudaStreamDestroy(as_stream(stream_));
@@ -211,9 +217,33 @@ void CudaBackend::synchronize() {
   raise_index_error();
 }
 
+CudaBackend::StageSlot& CudaBackend::next_stage_slot() {
+  StageSlot& slot = stage_[next_stage_];
+  next_stage_ = (next_stage_ + 1) % kStageSlots;
+  if (!slot.host) {
+    check(cudaMallocHost(&slot.host, kStageBytes), "cudaMallocHost (upload staging)");
+    cudaEvent_t read;
+    check(cudaEventCreateWithFlags(&read, cudaEventDisableTiming), "cudaEventCreate");
+    slot.read = read;
+  } else {
+    check(cudaEventSynchronize(static_cast<cudaEvent_t>(slot.read)),
+          "waiting for an upload staging buffer");
+  }
+  return slot;
+}
+
 void CudaBackend::copy_from_host_impl(const void* src, const Tensor& dst) {
   cudaStream_t s = as_stream(enter());
-  check(cudaMemcpyAsync(dst.raw(), src, dst.nbytes(), cudaMemcpyHostToDevice, s), "copy to device");
+  const size_t bytes = dst.nbytes();
+  if (bytes <= kStageBytes) {
+    const StageSlot& slot = next_stage_slot();
+    std::memcpy(slot.host, src, bytes);
+    check(cudaMemcpyAsync(dst.raw(), slot.host, bytes, cudaMemcpyHostToDevice, s),
+          "copy to device");
+    check(cudaEventRecord(static_cast<cudaEvent_t>(slot.read), s), "cudaEventRecord");
+    return;
+  }
+  check(cudaMemcpyAsync(dst.raw(), src, bytes, cudaMemcpyHostToDevice, s), "copy to device");
   // The host buffer may be freed as soon as we return.
   synchronize();
 }

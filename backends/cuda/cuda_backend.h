@@ -116,8 +116,23 @@ class CudaBackend : public Backend {
   // Scratch for the two-stage reductions: kReduceBlocks doubles, reused in stream order.
   double* reduce_scratch() const { return reduce_scratch_; }
 
+  // Uploads of up to kStageBytes go through a ring of pinned host buffers: copy_from_host
+  // copies the data into the next slot and queues the transfer without waiting for the device
+  // (a pageable source would make it wait for everything queued before). A slot is reused once
+  // its event says the device has read it.
+  static constexpr int kStageSlots = 8;
+  static constexpr size_t kStageBytes = size_t(1) << 20;
+  struct StageSlot {
+    void* host = nullptr;  // pinned, kStageBytes; allocated on first use
+    void* read = nullptr;  // cudaEvent_t recorded after the transfer from it
+  };
+  // The slot for the next upload, free to overwrite.
+  StageSlot& next_stage_slot();
+
   int index_;
   std::shared_ptr<Allocator> allocator_;
+  StageSlot stage_[kStageSlots];
+  int next_stage_ = 0;
   void* stream_ = nullptr;                     // cudaStream_t
   void* cublas_ = nullptr;                     // cublasHandle_t, bound to stream_
   IndexErrorRecord* errors_host_ = nullptr;    // pinned host copy, refreshed by synchronize()

@@ -2,6 +2,7 @@
 // statistics (mean, then squared deviations) like the CPU backend, with math::layer_norm_*.
 // dgamma/dbeta: column sums over the rows in a fixed order (deterministic, no atomics).
 #include "backend/device_math.h"
+#include "column_sum.cuh"
 #include "cuda_backend.h"
 #include "cuda_common.cuh"
 
@@ -51,38 +52,16 @@ __global__ void layer_norm_dx_kernel(const float* dy, const float* x, const floa
   }
 }
 
-constexpr int kColumns = 32;   // columns per block (one warp wide)
-constexpr int kRowLanes = 16;  // threads splitting the rows of each column
-
-// dgamma[c] += sum_r dy[r,c] * xhat[r,c]; dbeta[c] += sum_r dy[r,c]. Block (32, 16): thread
-// (tx, ty) sums rows ty, ty + 16, ... of column c; the 16 partials are added in order.
-__global__ void layer_norm_dparams_kernel(const float* dy, const float* x, const float* mean,
-                                          const float* rstd, float* dgamma, float* dbeta,
-                                          int64_t rows, int64_t d) {
-  __shared__ float sg[kRowLanes][kColumns + 1];
-  __shared__ float sb[kRowLanes][kColumns + 1];
-  const int64_t c = blockIdx.x * int64_t(kColumns) + threadIdx.x;
-  float acc_g = 0.0f, acc_b = 0.0f;
-  if (c < d) {
-    for (int64_t r = threadIdx.y; r < rows; r += kRowLanes) {
-      const float g = dy[r * d + c];
-      acc_g += g * ((x[r * d + c] - mean[r]) * rstd[r]);
-      acc_b += g;
-    }
+// Row r's terms of dgamma[c] and dbeta[c]: dy[r,c] * xhat[r,c] and dy[r,c].
+struct DParamsTerms {
+  const float *dy, *x, *mean, *rstd;
+  int64_t d;
+  __device__ void operator()(int64_t r, int64_t c, float (&acc)[2]) const {
+    const float g = dy[r * d + c];
+    acc[0] += g * ((x[r * d + c] - mean[r]) * rstd[r]);
+    acc[1] += g;
   }
-  sg[threadIdx.y][threadIdx.x] = acc_g;
-  sb[threadIdx.y][threadIdx.x] = acc_b;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < d) {
-    float tg = 0.0f, tb = 0.0f;
-    for (int i = 0; i < kRowLanes; ++i) {
-      tg += sg[i][threadIdx.x];
-      tb += sb[i][threadIdx.x];
-    }
-    dgamma[c] += tg;
-    dbeta[c] += tb;
-  }
-}
+};
 
 }  // namespace
 
@@ -105,13 +84,11 @@ void CudaBackend::layer_norm_backward_impl(const Tensor& dy, const Tensor& x, co
   (dy.data<float>(), x.data<float>(), gamma.data<float>(), mean.data<float>(), rstd.data<float>(),
    dx.data<float>(), rows, d);
   check_launch("layer_norm_backward (dx)");
-  const int64_t column_blocks = (d + kColumns - 1) / kColumns;
-  TX_CHECK(column_blocks <= 0x7fffffff, "layer_norm_backward: d_model ", d, " is too large");
-  TX_LAUNCH(layer_norm_dparams_kernel, static_cast<unsigned>(column_blocks),
-            dim3(kColumns, kRowLanes), s)
-  (dy.data<float>(), x.data<float>(), mean.data<float>(), rstd.data<float>(), dgamma.data<float>(),
-   dbeta.data<float>(), rows, d);
-  check_launch("layer_norm_backward (dgamma, dbeta)");
+  const Tensor partial = empty({2 * column_chunks(rows), d});
+  column_sums<2>(
+      DParamsTerms{dy.data<float>(), x.data<float>(), mean.data<float>(), rstd.data<float>(), d},
+      rows, d, ColumnOutputs<2>{{dgamma.data<float>(), dbeta.data<float>()}}, 1.0f,
+      partial.data<float>(), s, "layer_norm_backward (dgamma, dbeta)");
 }
 
 }  // namespace tx::cuda

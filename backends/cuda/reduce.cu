@@ -1,6 +1,7 @@
 // Reductions: sum and squared norm of a whole tensor (two stages in double, a block count that
 // depends on the size only: the same bits on every run and every GPU), and column sums (the
-// bias gradient).
+// bias gradient, column_sum.cuh).
+#include "column_sum.cuh"
 #include "cuda_backend.h"
 #include "cuda_common.cuh"
 
@@ -42,25 +43,14 @@ void launch_sum(const Tensor& x, const Tensor& out, double* scratch, cudaStream_
   check_launch(Square ? "squared_norm (final)" : "sum (final)");
 }
 
-constexpr int kColumns = 32;
-constexpr int kRowLanes = 16;
-
-// out[c] = beta * out[c] + sum_r x[r, c]; block (32, 16) as in layer_norm's dgamma.
-__global__ void sum_rows_kernel(const float* x, float* out, int64_t rows, int64_t cols,
-                                float beta) {
-  __shared__ float partial[kRowLanes][kColumns + 1];
-  const int64_t c = blockIdx.x * int64_t(kColumns) + threadIdx.x;
-  float acc = 0.0f;
-  if (c < cols)
-    for (int64_t r = threadIdx.y; r < rows; r += kRowLanes) acc += x[r * cols + c];
-  partial[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < cols) {
-    float total = 0.0f;
-    for (int i = 0; i < kRowLanes; ++i) total += partial[i][threadIdx.x];
-    out[c] = (beta == 0.0f ? 0.0f : beta * out[c]) + total;
+// Row r's term of sum_rows's column c: x[r, c].
+struct ColumnTerm {
+  const float* x;
+  int64_t cols;
+  __device__ void operator()(int64_t r, int64_t c, float (&acc)[1]) const {
+    acc[0] += x[r * cols + c];
   }
-}
+};
 
 }  // namespace
 
@@ -74,13 +64,10 @@ void CudaBackend::squared_norm_impl(const Tensor& x, const Tensor& out) {
 
 void CudaBackend::sum_rows_impl(const Tensor& x, const Tensor& out, float beta) {
   const int64_t cols = x.shape().cols(), rows = x.shape().rows();
-  if (cols == 0) return;
-  const int64_t column_blocks = (cols + kColumns - 1) / kColumns;
-  TX_CHECK(column_blocks <= 0x7fffffff, "sum_rows: ", cols, " columns are too many");
-  TX_LAUNCH(sum_rows_kernel, static_cast<unsigned>(column_blocks), dim3(kColumns, kRowLanes),
-            as_stream(enter()))
-  (x.data<float>(), out.data<float>(), rows, cols, beta);
-  check_launch("sum_rows");
+  cudaStream_t s = as_stream(enter());
+  const Tensor partial = empty({column_chunks(rows), cols});
+  column_sums<1>(ColumnTerm{x.data<float>(), cols}, rows, cols,
+                 ColumnOutputs<1>{{out.data<float>()}}, beta, partial.data<float>(), s, "sum_rows");
 }
 
 }  // namespace tx::cuda

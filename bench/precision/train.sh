@@ -4,8 +4,9 @@
 #
 #   bench/precision/train.sh DATA_DIR [UPDATES=200] [DEVICE=cpu]
 #
-# Each precision trains UPDATES updates from the same seed (the recipe's config, its schedule
-# cut to UPDATES), logs every 20 and validates at the end. A precision the device refuses
+# Each precision trains UPDATES updates from the same seed (the recipe's config, with
+# inverse-sqrt for its linear schedule, which needs the run's end: the same warm-up and peak),
+# logs every 20 updates and validates at the end. A precision the device refuses
 # (bf16 on a CPU without AVX-512) is listed with its one-line refusal. fp16 on a CPU is
 # emulated (fp32 GEMMs on rounded operands): its loss counts, its speed does not.
 set -euo pipefail
@@ -20,16 +21,20 @@ mkdir -p "$work"
 for f in train.en train.de val.en val.de; do
   [ -f "$data/$f" ] || { echo "train.sh: '$data/$f' is missing; give the Multi30k directory" >&2; exit 1; }
 done
-echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores, device $device, $updates updates" >&2
+cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+cpu+=" (family $(grep -m1 'cpu family' /proc/cpuinfo | grep -o '[0-9]*$'), model $(grep -m1 '^model\s' /proc/cpuinfo | grep -o '[0-9]*$'))"
+if grep -q avx512_bf16 /proc/cpuinfo; then cpu+=", AVX512_BF16"; else cpu+=", no AVX512_BF16"; fi
+echo "# $cpu, $(nproc) cores, device $device, $updates updates"
 vocab="$work/vocab.spm"
 for p in fp32 bf16 fp16; do
   rm -rf "$work/$p"
   args=(--config "$root/examples/multi30k/config.json" --train-sets "$data/train.en" "$data/train.de"
         --valid-sets "$data/val.en" "$data/val.de" -m "$work/$p" --vocabs "$vocab" "$vocab"
         --device "$device" --precision "$p" --after-updates "$updates" --after-epochs 0
+        --lr-schedule inverse-sqrt
         --disp-freq 20 --valid-freq "$updates" --save-freq "$updates" --keep-last 0)
   if ! "$bin/tx-train" "${args[@]}" 2> "$work/$p.log"; then
-    echo "$p: $(grep -m1 'error' "$work/$p.log")" >&2
+    echo "$p: $(grep -m1 error "$work/$p.log")"
   fi
 done
 python3 - "$work" <<'PY'
@@ -52,7 +57,7 @@ print("| precision | target tokens/s | vs fp32 | largest cost difference vs fp32
 print("|---|---|---|---|---|---|")
 for p, r in runs.items():
     if r is None:
-        print(f"| {p} | refused | | | | |"); continue
+        print(f"| {p} | failed (above) | | | | |"); continue
     diff = max(abs(a - b) / b for a, b in zip(r["cost"], base["cost"]))
     scale = "" if r["scale"] is None else f"{r['scale']:g}"
     print(f"| {p} | {r['rate']:,.0f} | {r['rate'] / base['rate']:.2f}x | {100 * diff:.2f}% | {r['ce']:.4f} | {scale} |")

@@ -34,6 +34,21 @@ void ParameterSet::drop_grads() {
   for (const Item& it : items_) it.second->grad = Tensor();
 }
 
+Tensor ParameterSet::make_contiguous(Backend& be) {
+  Tensor flat = be.empty({numel()});
+  int64_t offset = 0;
+  for (const Item& it : items_) {
+    Tensor& value = it.second->value;
+    TX_CHECK(value.dtype() == DType::f32, "ParameterSet: parameter '", it.first, "' is ",
+             value.str(), "; one buffer holds f32 parameters only");
+    const Tensor slice = flat.slice(offset, offset + value.numel()).view(value.shape());
+    be.copy(value, slice);
+    value = slice;
+    offset += slice.numel();
+  }
+  return flat;
+}
+
 void load_parameters(const io::TensorFile& file, Backend& be, const ParameterSet& params,
                      const std::string& where) {
   for (const auto& [name, var] : params.items()) {

@@ -35,6 +35,11 @@ class ParameterSet {
   // Frees all gradient buffers (e.g. before inference).
   void drop_grads();
 
+  // Moves every value into one buffer, in order, and returns it: each Var keeps its node and
+  // its value becomes a view of its slice (the same numbers). What lets an optimiser update
+  // every parameter with one call (Adam::set_flat). Values only; all must be f32.
+  Tensor make_contiguous(Backend& be);
+
  private:
   std::vector<Item> items_;
   std::unordered_map<std::string, size_t> index_;

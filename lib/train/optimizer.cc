@@ -1,5 +1,6 @@
 #include "train/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace tx::train {
@@ -18,12 +19,18 @@ void validate(const AdamOptions& o) {
 Adam::Adam(Backend& be, const nn::ParameterSet& params, AdamOptions options)
     : be_(be), params_(params), options_(options) {
   validate(options_);
+  // One buffer each, so that set_flat's step updates them in one call.
+  m_all_ = be_.zeros({params_.numel()});
+  v_all_ = be_.zeros({params_.numel()});
+  int64_t offset = 0;
   for (const auto& item : params_.items()) {
-    m_.push_back(be_.zeros(item.second->value.shape()));
-    v_.push_back(be_.zeros(item.second->value.shape()));
+    const Tensor& w = item.second->value;
+    m_.push_back(m_all_.slice(offset, offset + w.numel()).view(w.shape()));
+    v_.push_back(v_all_.slice(offset, offset + w.numel()).view(w.shape()));
+    offset += w.numel();
   }
   // Slots of parameters without a gradient are never written: zero keeps them out of the sum.
-  norms_ = be_.zeros({static_cast<int64_t>(params_.size())});
+  norms_ = be_.zeros({std::max<int64_t>(1, static_cast<int64_t>(params_.size()))});
 }
 
 void Adam::set_steps(int64_t steps) {
@@ -41,8 +48,34 @@ void Adam::check_params() const {
            params_.size(), " parameters after the optimiser was made; build the model first");
 }
 
+void Adam::set_flat(const Tensor& values, const Tensor& grads) {
+  TX_CHECK(values.shape() == Shape{params_.numel()} && grads.shape() == Shape{params_.numel()},
+           "Adam::set_flat: values ", values.str(), " and gradients ", grads.str(),
+           " must both be [", params_.numel(), "], the parameters' element count");
+  flat_values_ = values;
+  flat_grads_ = grads;
+  check_flat();
+}
+
+void Adam::check_flat() const {
+  const auto* value = static_cast<const char*>(flat_values_.raw());
+  const auto* grad = static_cast<const char*>(flat_grads_.raw());
+  for (const auto& [name, w] : params_.items()) {
+    TX_CHECK(w->value.raw() == value && w->grad.defined() && w->grad.raw() == grad,
+             "Adam: parameter '", name,
+             "' or its gradient is no longer its slice of the buffers given to set_flat");
+    value += w->value.nbytes();
+    grad += w->grad.nbytes();
+  }
+}
+
 double Adam::squared_grad_norm() {
   check_params();
+  if (flat_values_.defined()) {
+    check_flat();
+    be_.squared_norm(flat_grads_, norms_.slice(0, 1));
+    return be_.download<float>(norms_.slice(0, 1))[0];
+  }
   const auto& items = params_.items();
   for (size_t i = 0; i < items.size(); ++i)
     if (items[i].second->grad.defined())
@@ -88,10 +121,14 @@ AdamStepInfo Adam::step(float lr, float grad_scale) {
   p.weight_decay = options_.weight_decay;
   p.step = steps_ + 1;
   p.grad_scale = info.applied_scale;
-  const auto& items = params_.items();
-  for (size_t i = 0; i < items.size(); ++i) {
-    const Var& w = items[i].second;
-    if (w->grad.defined()) be_.adam_update(w->value, w->grad, m_[i], v_[i], p);
+  if (flat_values_.defined()) {
+    be_.adam_update(flat_values_, flat_grads_, m_all_, v_all_, p);
+  } else {
+    const auto& items = params_.items();
+    for (size_t i = 0; i < items.size(); ++i) {
+      const Var& w = items[i].second;
+      if (w->grad.defined()) be_.adam_update(w->value, w->grad, m_[i], v_[i], p);
+    }
   }
   ++steps_;
   return info;

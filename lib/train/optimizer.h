@@ -50,6 +50,15 @@ class Adam {
   // of one small device tensor, downloaded once, summed in double.
   double grad_norm(float grad_scale = 1.0f);
 
+  // From now on every parameter's value is the matching slice of `values` and its gradient of
+  // `grads` (both f32 [params.numel()], in params() order: ParameterSet::make_contiguous and
+  // UpdateStep's flat gradients): each step is then one squared norm and one adam_update over
+  // the whole buffers, instead of one of each per parameter (two kernel launches on a GPU
+  // instead of ~400 for a Transformer). The same update, element for element; the norm is one
+  // sum instead of a sum of per-parameter sums, so it may differ in the last bits (clipping
+  // reads it). Checked at every step: a parameter or gradient moved elsewhere is an error.
+  void set_flat(const Tensor& values, const Tensor& grads);
+
   // Updates done so far; the next update's bias correction uses steps() + 1.
   int64_t steps() const { return steps_; }
   void set_steps(int64_t steps);  // restoring a checkpoint
@@ -66,12 +75,15 @@ class Adam {
   // Squared norms of the defined gradients into slots of norms_; returns the sum (unscaled).
   double squared_grad_norm();
   void check_params() const;
+  void check_flat() const;
 
   Backend& be_;
   const nn::ParameterSet& params_;
   AdamOptions options_;
-  std::vector<Tensor> m_, v_;
-  Tensor norms_;  // f32 [params.size()]: slot i receives |grad_i|^2
+  std::vector<Tensor> m_, v_;  // views of m_all_, v_all_
+  Tensor m_all_, v_all_;
+  Tensor flat_values_, flat_grads_;  // set_flat's; undefined: one call per parameter
+  Tensor norms_;                     // f32 [params.size()]: slot i receives |grad_i|^2
   int64_t steps_ = 0;
 };
 

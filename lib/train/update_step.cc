@@ -19,17 +19,16 @@ UpdateStep::UpdateStep(Backend& be, nn::Transformer& model, nn::ParameterSet& pa
       optimizer_delay_(optimizer_delay),
       scaler_(scaler),
       batches_per_update_(int64_t(world.size()) * optimizer_delay),
-      n_grads_(params.numel()),
-      flat_grads_(batches_per_update_ > 1) {
-  if (flat_grads_) {
-    flat_ = be_.zeros({n_grads_ + 2});
-    sum_views_ = views_of(flat_);
-    bind_grads(sum_views_);
-    if (optimizer_delay_ > 1) {
-      scratch_ = be_.zeros({n_grads_});
-      scratch_views_ = views_of(scratch_);
-    }
+      n_grads_(params.numel()) {
+  flat_ = be_.zeros({n_grads_ + 2});
+  sum_views_ = views_of(flat_);
+  bind_grads(sum_views_);
+  if (optimizer_delay_ > 1) {
+    scratch_ = be_.zeros({n_grads_});
+    scratch_views_ = views_of(scratch_);
   }
+  // The parameters in one buffer too: each Adam step is one norm and one update over both.
+  adam_.set_flat(params_.make_contiguous(be_), flat_.slice(0, n_grads_));
 }
 
 std::vector<Tensor> UpdateStep::views_of(const Tensor& buffer) const {
@@ -62,14 +61,13 @@ UpdateStep::Result UpdateStep::run(const std::function<const data::Batch*()>& ne
     }
     r.tokens += batch->tgt_tokens();
     if (k % ranks != rank) continue;  // another process's batch
-    if (flat_grads_) graph_.rng().set_counter(rng_start + uint64_t(k) * kDropoutStride);
+    if (batches_per_update_ > 1) graph_.rng().set_counter(rng_start + uint64_t(k) * kDropoutStride);
     const bool apart = ran++ > 0;  // back-propagated into scratch, then added (see the header)
     if (apart) bind_grads(scratch_views_);
     const data::Batch& b = *batch;
     graph_.reset();
     Var loss = batch_loss(graph_, model_, b, config_.label_smoothing, config_.pad_id,
                           /*release_logits=*/true);
-    r.cost += be_.download<float>(loss->value)[0];
     if (scaler_.enabled()) {
       const Tensor seed = graph_.alloc(loss->value.shape());
       be_.fill(seed, float(r.loss_scale));
@@ -77,6 +75,9 @@ UpdateStep::Result UpdateStep::run(const std::function<const data::Batch*()>& ne
     } else {
       graph_.backward(loss);
     }
+    // Read once the backward pass is queued: on a GPU, reading it first would leave the device
+    // idle while the host queues the backward kernels.
+    r.cost += be_.download<float>(loss->value)[0];
     graph_.reset();
     if (apart) {
       bind_grads(sum_views_);
@@ -84,7 +85,7 @@ UpdateStep::Result UpdateStep::run(const std::function<const data::Batch*()>& ne
       be_.fill(scratch_, 0.0f);
     }
   }
-  if (flat_grads_)
+  if (batches_per_update_ > 1)
     graph_.rng().set_counter(rng_start + uint64_t(batches_per_update_) * kDropoutStride);
   if (r.tokens == 0) return r;  // the same on every process: they all read every batch
   if (ranks > 1) {
@@ -107,10 +108,7 @@ UpdateStep::Result UpdateStep::run(const std::function<const data::Batch*()>& ne
   r.adam = adam_.step(float(lr), grad_scale);
   scaler_.update(r.adam.skipped);
   graph_.weights_changed();
-  if (flat_grads_)
-    be_.fill(flat_, 0.0f);
-  else
-    params_.zero_grad(be_);
+  be_.fill(flat_, 0.0f);
   return r;
 }
 

@@ -2,9 +2,11 @@
 // of a data-parallel run running its share), the all-reduce of their gradients and losses, and
 // the Adam step. What Trainer::run repeats; where the arithmetic of an update lives.
 //
-// Several batches per update (processes or --optimizer-delay): the gradients are views of one
-// flat buffer, so that one all-reduce sums them all; two floats after them carry this process's
-// loss and its stop request. With --optimizer-delay, each batch after a process's first is
+// The gradients are views of one flat buffer, and the parameters of another
+// (ParameterSet::make_contiguous), so that an Adam step is one norm and one update over each
+// (Adam::set_flat) and, with several batches per update (processes or --optimizer-delay), one
+// all-reduce sums all the gradients; two floats after them carry this process's loss and its
+// stop request. With --optimizer-delay, each batch after a process's first is
 // back-propagated apart, into a scratch buffer, and then added to the sum: the update's
 // gradients are then per-batch sums added together, the same bits whether the batches ran in
 // one process (--optimizer-delay 2) or two (mpirun -np 2), and only rounding apart for other
@@ -80,7 +82,6 @@ class UpdateStep {
   LossScaler& scaler_;
   int64_t batches_per_update_;
   int64_t n_grads_;
-  bool flat_grads_;
   Tensor flat_, scratch_;
   std::vector<Tensor> sum_views_, scratch_views_;
 };

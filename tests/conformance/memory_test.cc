@@ -34,6 +34,26 @@ TEMPLATE_TEST_CASE("memory: upload/download round trip of f32 and i32, odd and e
   }
 }
 
+TEMPLATE_TEST_CASE("memory: uploads queued back to back each land (more than a staging ring)",
+                   "[memory]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  // CUDA stages small uploads through 8 pinned buffers and does not wait for the device: 20 in
+  // a row reuse each buffer, so a buffer overwritten before the device read it would show.
+  std::vector<std::vector<float>> host;
+  std::vector<Tensor> dev;
+  for (int i = 0; i < 20; ++i) {
+    host.push_back(random_vector(1000 + 37 * i, 500 + i));
+    dev.push_back(be->upload(host.back(), {int64_t(host.back().size())}));
+    be->scale(dev.back(), 2.0f, dev.back());  // queued work between the uploads
+  }
+  for (int i = 0; i < 20; ++i) {
+    std::vector<float> want = host[i];
+    for (float& x : want) x *= 2.0f;
+    INFO("upload " << i);
+    TX_CHECK_OK(compare_exact(fetch(*be, dev[i]), want));
+  }
+}
+
 TEMPLATE_TEST_CASE("memory: zeros for every dtype", "[memory]", TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::i32}) {

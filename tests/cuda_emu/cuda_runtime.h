@@ -121,6 +121,10 @@ enum cudaMemcpyKind {
 };
 struct CUstream_st {};
 using cudaStream_t = CUstream_st*;
+// Kernels and copies run at once here, so an event has always happened.
+struct CUevent_st {};
+using cudaEvent_t = CUevent_st*;
+constexpr unsigned cudaEventDisableTiming = 2;
 constexpr unsigned cudaStreamNonBlocking = 1;
 struct cudaDeviceProp {
   char name[256];
@@ -186,6 +190,20 @@ inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t) {
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
+  *e = new CUevent_st;
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) {
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) {
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete e;
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
