@@ -2,6 +2,7 @@
 // input line in input order. The work is decode::Translator; this file is the command line.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -32,6 +33,40 @@ int64_t count_lines(const std::string& path) {
   return lines + (last != '\n');
 }
 
+// --output-sampling full [T] | topk K [T], as Marian reads it.
+tx::decode::SamplingOptions sampling_options(const std::vector<std::string>& v) {
+  const std::string usage = "; give 'full [TEMPERATURE]' or 'topk K [TEMPERATURE]'";
+  tx::decode::SamplingOptions s;
+  s.on = true;
+  auto number = [&](const std::string& text, const char* what) {
+    try {
+      size_t used = 0;
+      const double x = std::stod(text, &used);
+      if (used == text.size()) return x;
+    } catch (const std::exception&) {
+    }
+    throw tx::app::UsageError(
+        tx::str("--output-sampling: ", what, " '", text, "' is not a number", usage));
+  };
+  size_t next = 1;
+  if (v.empty() || (v[0] != "full" && v[0] != "topk"))
+    throw tx::app::UsageError(
+        tx::str("--output-sampling: unknown mode '", v.empty() ? "" : v[0], "'", usage));
+  if (v[0] == "topk") {
+    if (v.size() < 2) throw tx::app::UsageError("--output-sampling topk: K is missing" + usage);
+    const double k = number(v[1], "K");
+    if (k < 1 || k != std::floor(k) || k > 1e9)
+      throw tx::app::UsageError(
+          tx::str("--output-sampling topk ", v[1], ": K must be a positive integer", usage));
+    s.top_k = static_cast<int>(k);
+    next = 2;
+  }
+  if (v.size() > next) s.temperature = static_cast<float>(number(v[next], "temperature"));
+  if (v.size() > next + 1)
+    throw tx::app::UsageError(tx::str("--output-sampling: unexpected '", v[next + 1], "'", usage));
+  return s;
+}
+
 tx::decode::TranslatorOptions translator_options(const Options& o) {
   tx::decode::TranslatorOptions t;
   t.search.beam_size = static_cast<int>(o.integer("beam-size"));
@@ -45,6 +80,11 @@ tx::decode::TranslatorOptions translator_options(const Options& o) {
   t.batching.max_sentences = o.integer("mini-batch");
   t.batching.maxi_batch = o.integer("maxi-batch");
   t.deterministic = o.flag("deterministic");
+  if (o.has("output-sampling")) {
+    t.search.sampling = sampling_options(o.list("output-sampling"));
+    t.search.sampling.seed = static_cast<uint64_t>(o.integer("seed"));
+    t.search.beam_size = 1;  // Marian's: sampling implies --beam-size 1
+  }
   try {
     t.search.validate();
   } catch (const tx::Error& e) {  // e.g. --n-best above --beam-size: the caller's mistake

@@ -3,6 +3,7 @@
 // invalid UTF-8, a wrong --config type) ends with a non-zero exit, nothing on stdout and one
 // stderr line that names the thing; the inputs tx accepts on purpose (CRLF, a 100,000-character
 // line, an empty input) give the documented result.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -131,6 +132,24 @@ TEST_CASE("bad input: tx-translate names the bad model, vocabulary, input or con
       translate(f.model_args() + " --config " + f.dir.file("wrong_type.translate.json") + in), p, 2,
       {"wrong_type.translate.json", "beam-size", "expected an integer"});
   check_fails(translate(f.model_args() + " --tf32" + in), p, 1, {"--tf32", "--device cpu"});
+  check_fails(translate(f.model_args() + " --output-sampling best" + in), p, 2,
+              {"--output-sampling", "'best'", "topk K"});
+  check_fails(translate(f.model_args() + " --output-sampling topk" + in), p, 2,
+              {"--output-sampling topk", "K is missing"});
+  check_fails(translate(f.model_args() + " --output-sampling topk 2.5" + in), p, 2,
+              {"topk 2.5", "positive integer"});
+  check_fails(translate(f.model_args() + " --output-sampling full hot" + in), p, 2,
+              {"temperature 'hot'"});
+  check_fails(translate(f.model_args() + " --output-sampling full 0" + in), p, 2,
+              {"temperature 0", "positive"});
+  check_fails(translate(f.model_args() + " --output-sampling full --n-best 2" + in), p, 2,
+              {"--output-sampling", "--n-best 1", "--seed"});
+  const Run sampled = translate(f.model_args() + " --output-sampling topk 3 0.7 --quiet" + in);
+  INFO(sampled.err);
+  CHECK(sampled.status == 0);
+  const std::string lines = tx::test::slurp(f.dir.file("train.src"));
+  CHECK(std::count(sampled.out.begin(), sampled.out.end(), '\n') ==
+        std::count(lines.begin(), lines.end(), '\n'));
 }
 
 TEST_CASE("bad input: tx-translate's documented results for odd but valid input",

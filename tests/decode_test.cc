@@ -398,6 +398,164 @@ TEMPLATE_TEST_CASE(
   CHECK(search.max_output_length(100000) == m.model.config().max_length - 1);
 }
 
+namespace {
+
+// Each sentence of `sources` (words, without eos) searched as sentence `i` of a stream with
+// `limits`; the n-best lists by index.
+std::map<int64_t, NBest> search_all(BeamSearch& search, const std::vector<Ids>& sources,
+                                    tx::decode::SearchLimits limits) {
+  size_t handed = 0;
+  std::map<int64_t, NBest> results;
+  search.search_stream(
+      [&](tx::decode::SourceSentence& s) {
+        if (handed == sources.size()) return false;
+        s.index = static_cast<int64_t>(handed);
+        s.ids = sources[handed++];
+        s.ids.push_back(kEos);
+        return true;
+      },
+      [&](int64_t index, NBest nbest) { results.emplace(index, std::move(nbest)); }, limits);
+  return results;
+}
+
+}  // namespace
+
+TEST_CASE("decode sampling: draw_token inverts the cumulative distribution, top-k and masks",
+          "[decode][sampling]") {
+  using tx::decode::draw_token;
+  // p = 0.1, 0.2, 0.3, 0.4 and a masked token (as beam search's mask leaves it).
+  const float lp[5] = {std::log(0.1f), std::log(0.2f), -1e30f, std::log(0.3f), std::log(0.4f)};
+  CHECK(draw_token(lp, 5, 0, 1.0f, 0.0f) == 0);
+  CHECK(draw_token(lp, 5, 0, 1.0f, 0.099f) == 0);
+  CHECK(draw_token(lp, 5, 0, 1.0f, 0.101f) == 1);
+  CHECK(draw_token(lp, 5, 0, 1.0f, 0.35f) == 3);
+  CHECK(draw_token(lp, 5, 0, 1.0f, 0.61f) == 4);
+  CHECK(draw_token(lp, 5, 0, 1.0f, 0.99999f) == 4);
+  // Top 2 in rank order (4, then 3), renormalised: 4/7 and 3/7.
+  CHECK(draw_token(lp, 5, 2, 1.0f, 0.56f) == 4);
+  CHECK(draw_token(lp, 5, 2, 1.0f, 0.58f) == 3);
+  CHECK(draw_token(lp, 5, 1, 1.0f, 0.99f) == 4);
+  // Temperature 0.5: p^2 = .01, .04, .09, .16 over 0.3: cumulative .033, .167, .467, 1.
+  CHECK(draw_token(lp, 5, 0, 0.5f, 0.03f) == 0);
+  CHECK(draw_token(lp, 5, 0, 0.5f, 0.1f) == 1);
+  CHECK(draw_token(lp, 5, 0, 0.5f, 0.4f) == 3);
+  CHECK(draw_token(lp, 5, 0, 0.5f, 0.5f) == 4);
+  // Every sentence and step its own number; the same ones again for the same seed.
+  const float u = tx::decode::sampling_uniform(7, 3, 0);
+  CHECK(u == tx::decode::sampling_uniform(7, 3, 0));
+  CHECK(u != tx::decode::sampling_uniform(7, 4, 0));
+  CHECK(u != tx::decode::sampling_uniform(7, 3, 1));
+  CHECK(u != tx::decode::sampling_uniform(8, 3, 0));
+}
+
+TEMPLATE_TEST_CASE("decode sampling: topk 1 is greedy search, tokens and scores",
+                   "[decode][sampling]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  TinyModel m(*be, 11);
+  BeamSearchOptions greedy;
+  greedy.beam_size = 1;
+  greedy.max_length_b = 4;
+  BeamSearchOptions sampled = greedy;
+  sampled.sampling.on = true;
+  sampled.sampling.top_k = 1;
+  sampled.sampling.temperature = 0.7f;  // no effect on one candidate
+  const std::vector<NBest> want = BeamSearch(*be, m.model, greedy).search(source_batch(kSources));
+  const std::vector<NBest> got = BeamSearch(*be, m.model, sampled).search(source_batch(kSources));
+  REQUIRE(got.size() == want.size());
+  for (size_t s = 0; s < want.size(); ++s) {
+    INFO("sentence " << s);
+    CHECK(got[s][0].ids == want[s][0].ids);
+    CHECK(got[s][0].log_prob == want[s][0].log_prob);
+    CHECK(got[s][0].score == want[s][0].score);
+  }
+}
+
+TEMPLATE_TEST_CASE(
+    "decode sampling: the first token over 20,000 draws follows the model's "
+    "softmax at the temperature (chi-square)",
+    "[decode][sampling][draws]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  TinyModel m(*be, 5);
+  const Ids src = {4, 5, 6};
+  const std::vector<double> lp = forward_log_probs(*be, m.model, src, {{}})[0][0];
+  // The first token's distribution at temperature T over what beam search allows (not pad,
+  // not bos): p^(1/T), renormalised.
+  auto expected = [&](double T) {
+    std::vector<double> p(kVocab, 0.0);
+    double total = 0;
+    for (int32_t v = 0; v < kVocab; ++v)
+      if (v != Vocab::kPadId && v != Vocab::kBosId) total += p[v] = std::exp(lp[v] / T);
+    for (double& x : p) x /= total;
+    return p;
+  };
+  // Chi-square over the allowed tokens: 7 bins, 6 degrees of freedom; 22.46 is the 0.1% tail.
+  auto chi_square = [&](const std::vector<int>& counts, const std::vector<double>& p, int n) {
+    double x2 = 0;
+    for (int32_t v = 0; v < kVocab; ++v)
+      if (p[v] > 0) x2 += std::pow(counts[v] - n * p[v], 2) / (n * p[v]);
+    return x2;
+  };
+  const int n = 20000;
+  const std::vector<Ids> sources(n, src);
+  for (const double T : {1.0, 0.5}) {
+    BeamSearchOptions o;
+    o.beam_size = 1;
+    o.max_length_a = 0.0f;
+    o.max_length_b = 1;  // the first token, then eos
+    o.sampling.on = true;
+    o.sampling.temperature = static_cast<float>(T);
+    o.sampling.seed = 3;
+    BeamSearch search(*be, m.model, o);
+    const std::map<int64_t, NBest> found = search_all(search, sources, {2048, 0});
+    REQUIRE(found.size() == size_t(n));
+    std::vector<int> counts(kVocab, 0);
+    for (const auto& [index, nbest] : found)
+      ++counts[nbest.at(0).ids.empty() ? kEos : nbest.at(0).ids[0]];
+    INFO("temperature " << T);
+    CHECK(counts[Vocab::kPadId] == 0);
+    CHECK(counts[Vocab::kBosId] == 0);
+    CHECK(chi_square(counts, expected(T), n) < 22.46);
+    // The test can fail: the samples at 0.5 are far from the distribution at 1.
+    if (T == 0.5) CHECK(chi_square(counts, expected(1.0), n) > 22.46);
+  }
+}
+
+TEMPLATE_TEST_CASE("decode sampling: a sentence's sample depends on the seed, not on the batch",
+                   "[decode][sampling]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  TinyModel m(*be, 5);
+  std::vector<Ids> sources;
+  for (int i = 0; i < 60; ++i) sources.push_back(kSources[i % kSources.size()]);
+  BeamSearchOptions o;
+  o.beam_size = 1;
+  o.sampling.on = true;
+  o.sampling.seed = 9;
+  BeamSearch search(*be, m.model, o);
+  const std::map<int64_t, NBest> alone = search_all(search, sources, {1, 0});
+  REQUIRE(alone.size() == sources.size());
+  for (const tx::decode::SearchLimits limits :
+       {tx::decode::SearchLimits{7, 0}, tx::decode::SearchLimits{64, 0},
+        tx::decode::SearchLimits{0, 40}}) {
+    const std::map<int64_t, NBest> batched = search_all(search, sources, limits);
+    for (const auto& [index, nbest] : alone) {
+      INFO("limits " << limits.max_sentences << "/" << limits.max_tokens << ", sentence " << index);
+      CHECK(batched.at(index).at(0).ids == nbest.at(0).ids);
+    }
+  }
+  // The same source, sentence after sentence: samples differ between sentences.
+  std::set<Ids> distinct;
+  for (size_t i = 0; i < sources.size(); i += kSources.size())
+    distinct.insert(alone.at(i).at(0).ids);
+  CHECK(distinct.size() > 1);
+  o.sampling.seed = 10;
+  BeamSearch other(*be, m.model, o);
+  const std::map<int64_t, NBest> reseeded = search_all(other, sources, {64, 0});
+  int differ = 0;
+  for (const auto& [index, nbest] : alone)
+    differ += reseeded.at(index).at(0).ids != nbest.at(0).ids;
+  CHECK(differ > 0);
+}
+
 TEMPLATE_TEST_CASE("decode beam search: invalid options name the flag", "[decode]", TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);
   TinyModel m(*be);

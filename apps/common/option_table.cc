@@ -206,6 +206,12 @@ std::vector<OptionSpec> make_registry() {
   normalize.short_name = "n";
   normalize.program_defaults = {{kScore, 0.0}};
   t.push_back(normalize);
+  t.push_back(option("output-sampling", OptionType::list, nullptr,
+                     "Sample instead of search (back-translation), Marian's syntax: 'full [T]' "
+                     "draws each token from the model's distribution at temperature T (default "
+                     "1), 'topk K [T]' from its K best; implies --beam-size 1; --seed picks the "
+                     "samples, each line its own stream",
+                     kTranslate, search));
   t.push_back(option("search-rule", OptionType::text, "auto",
                      "How hypotheses end: fairseq (beam stays full; tx's models), marian "
                      "(each ending shrinks the beam, Marian's length limit), huggingface "

@@ -62,6 +62,15 @@ float normalise(float log_prob, size_t length, float alpha) {
 }  // namespace
 
 void BeamSearchOptions::validate() const {
+  if (sampling.on) {
+    TX_CHECK(beam_size == 1 && n_best == 1, "--output-sampling draws one translation per line: ",
+             "it needs --beam-size 1 and --n-best 1 (got ", beam_size, " and ", n_best,
+             "); for several samples of a line, run again with another --seed");
+    TX_CHECK(std::isfinite(sampling.temperature) && sampling.temperature > 0,
+             "--output-sampling: the temperature ", sampling.temperature, " must be positive");
+    TX_CHECK(sampling.top_k >= 0, "--output-sampling topk ", sampling.top_k,
+             ": K must be positive");
+  }
   TX_CHECK(beam_size >= 1, "--beam-size ", beam_size, " must be at least 1 (1: greedy)");
   TX_CHECK(n_best >= 1 && n_best <= beam_size, "--n-best ", n_best,
            " must be between 1 and --beam-size (", beam_size, ")");
@@ -254,16 +263,47 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
   for (const Cohort& c : cohorts)
     uniform &=
         width_of(c) == width_of(cohorts.front()) && eos_allowed(c) == eos_allowed(cohorts.front());
-  const bool log_probs = options_.scores || beam > 1;
+  const bool log_probs = options_.scores || beam > 1 || options_.sampling.on;
   std::vector<float> scores, top_values;
   std::vector<int32_t> top_ids;
-  for (const Cohort& c : cohorts)
+  std::vector<int64_t> row_sentence, row_step;  // sampling: each row's stream (beam 1)
+  for (const Cohort& c : cohorts) {
     for (const Row& r : c.rows) scores.push_back(r.score);
+    if (options_.sampling.on)
+      for (int64_t k : c.active) {
+        row_sentence.push_back(c.sentences[k].index);
+        row_step.push_back(c.t);
+      }
+  }
   const Tensor offsets = be_.upload(scores, {rows});
+  // Sampling (beam 1): each row's masked log-probs, as beam_top_k computes them, then one token
+  // drawn per row on the host, scored as beam_top_k would score it; the other candidates dead.
+  auto sample = [&](const Tensor& rows_logits, int64_t first, int64_t count, int top, bool eos) {
+    const Tensor lp = be_.empty({count, V});
+    be_.log_softmax(rows_logits, lp);
+    be_.add_bias(lp, eos ? mask_ : mask_no_eos_, lp);
+    const std::vector<float> host = be_.download<float>(lp);
+    const SamplingOptions& o = options_.sampling;
+    for (int64_t r = 0; r < count; ++r) {
+      const float* row = host.data() + r * V;
+      const float u = sampling_uniform(o.seed, row_sentence[first + r], row_step[first + r]);
+      const int32_t token = draw_token(row, V, o.top_k, o.temperature, u);
+      top_values.push_back(scores[first + r] + row[token]);
+      top_ids.push_back(token);
+      for (int i = 1; i < top; ++i) {
+        top_values.push_back(kDead);
+        top_ids.push_back(token);
+      }
+    }
+  };
   auto best = [&](int64_t first, int64_t count, int64_t sentences, int32_t width, bool eos) {
     const int top = static_cast<int>(std::min<int64_t>(K, width * V));
-    Tensor values = be_.empty({sentences, top}), ids = be_.empty({sentences, top}, DType::i32);
     const Tensor rows_logits = logits->value.slice(first, first + count);
+    if (options_.sampling.on) {
+      sample(rows_logits, first, count, top, eos);
+      return;
+    }
+    Tensor values = be_.empty({sentences, top}), ids = be_.empty({sentences, top}, DType::i32);
     if (log_probs) {
       be_.beam_top_k(rows_logits, eos ? mask_ : mask_no_eos_, offsets.slice(first, first + count),
                      width, top, values, ids);

@@ -39,6 +39,7 @@
 
 #include "backend/backend.h"
 #include "data/batch.h"
+#include "decode/sampling.h"
 #include "nn/transformer.h"
 
 namespace tx::decode {
@@ -84,6 +85,11 @@ struct BeamSearchOptions {
   // same results, more work; for tests and benchmarks of batch shrinking.
   bool shrink_batch = true;
   SearchRule rule = SearchRule::fairseq;
+  // Sampling instead of search (decode/sampling.h): needs beam_size 1 and n_best 1. Each step
+  // draws a sentence's token from the masked log-probs (downloaded: [rows, V] per step), with
+  // the sentence's own stream (SourceSentence::index); the hypothesis's log_prob and score are
+  // the model's log-probs of the drawn tokens, the temperature not applied.
+  SamplingOptions sampling;
 
   // Throws tx::Error naming the first invalid option and the fix.
   void validate() const;

@@ -1,0 +1,28 @@
+// Sampling a translation instead of searching for one (tx-translate --output-sampling, Marian's
+// flag): at each step a sentence's next token is drawn from the model's distribution, scaled
+// by a temperature, over the whole vocabulary or its top-k tokens.
+#pragma once
+
+#include <cstdint>
+
+namespace tx::decode {
+
+struct SamplingOptions {
+  bool on = false;
+  int top_k = 0;             // 0: the whole vocabulary
+  float temperature = 1.0f;  // p^(1/T), renormalised: below 1 sharper, above 1 flatter
+  uint64_t seed = 1;
+};
+
+// The uniform number in [0, 1) that step t of sentence `index` draws with: each sentence has its
+// own stream, so its sample does not depend on the other sentences or on how they are batched.
+float sampling_uniform(uint64_t seed, int64_t index, int64_t t);
+
+// The token that u in [0, 1) picks from log-probabilities lp[0..V): the inverse of the
+// cumulative distribution of exp(lp / temperature), renormalised over the candidates: every
+// token in index order, or (top_k > 0) the top_k best in top-k order (value descending, ties
+// to the lower index, NaN last). A token of log-prob -inf or far below the best (a masked one)
+// has weight 0 and is never picked.
+int32_t draw_token(const float* lp, int64_t V, int top_k, float temperature, float u);
+
+}  // namespace tx::decode
