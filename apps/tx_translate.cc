@@ -80,6 +80,7 @@ tx::decode::TranslatorOptions translator_options(const Options& o) {
   t.batching.max_sentences = o.integer("mini-batch");
   t.batching.maxi_batch = o.integer("maxi-batch");
   t.deterministic = o.flag("deterministic");
+  t.force_decode = o.flag("force-decode");
   if (o.has("output-sampling")) {
     t.search.sampling = sampling_options(o.list("output-sampling"));
     t.search.sampling.seed = static_cast<uint64_t>(o.integer("seed"));

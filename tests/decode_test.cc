@@ -403,13 +403,15 @@ namespace {
 // Each sentence of `sources` (words, without eos) searched as sentence `i` of a stream with
 // `limits`; the n-best lists by index.
 std::map<int64_t, NBest> search_all(BeamSearch& search, const std::vector<Ids>& sources,
-                                    tx::decode::SearchLimits limits) {
+                                    tx::decode::SearchLimits limits,
+                                    const std::vector<Ids>& prefixes = {}) {
   size_t handed = 0;
   std::map<int64_t, NBest> results;
   search.search_stream(
       [&](tx::decode::SourceSentence& s) {
         if (handed == sources.size()) return false;
         s.index = static_cast<int64_t>(handed);
+        s.prefix = prefixes.empty() ? Ids{} : prefixes[handed];
         s.ids = sources[handed++];
         s.ids.push_back(kEos);
         return true;
@@ -556,6 +558,42 @@ TEMPLATE_TEST_CASE("decode sampling: a sentence's sample depends on the seed, no
   CHECK(differ > 0);
 }
 
+TEMPLATE_TEST_CASE(
+    "decode prefix: outputs start with their prefix and score it - the best "
+    "translation as prefix gives the unconstrained output and score",
+    "[decode][prefix]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  TinyModel m(*be, 11);
+  for (const int beam : {1, 5}) {
+    INFO("beam " << beam);
+    BeamSearchOptions o;
+    o.beam_size = beam;
+    o.max_length_b = 4;
+    BeamSearch search(*be, m.model, o);
+    const std::map<int64_t, NBest> free = search_all(search, kSources, {8, 0});
+    std::vector<Ids> best, forced;
+    for (const auto& [index, nbest] : free) {
+      best.push_back(nbest.at(0).ids);
+      forced.push_back({8, 4, 8});  // unlike anything the model prefers
+    }
+    const std::map<int64_t, NBest> same = search_all(search, kSources, {8, 0}, best);
+    const std::map<int64_t, NBest> pushed = search_all(search, kSources, {8, 0}, forced);
+    for (size_t s = 0; s < kSources.size(); ++s) {
+      INFO("sentence " << s);
+      const Hypothesis& want = free.at(s).at(0);
+      CHECK(same.at(s).at(0).ids == want.ids);
+      CHECK(same.at(s).at(0).log_prob == Approx(want.log_prob).margin(1e-6));
+      CHECK(same.at(s).at(0).score == Approx(want.score).margin(1e-6));
+      const Hypothesis& got = pushed.at(s).at(0);
+      REQUIRE(got.ids.size() >= 3);
+      CHECK(Ids(got.ids.begin(), got.ids.begin() + 3) == forced[s]);
+      // The score counts the prefix's tokens: the full forward's log-prob of the whole output.
+      CHECK(got.log_prob == Approx(rescore(*be, m.model, kSources[s], {got.ids})[0]).margin(1e-4));
+      CHECK(got.log_prob < want.log_prob);
+    }
+  }
+}
+
 TEMPLATE_TEST_CASE("decode beam search: invalid options name the flag", "[decode]", TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);
   TinyModel m(*be);
@@ -657,4 +695,37 @@ TEST_CASE("decode translator: one output per input line in input order, n-best i
     CHECK(indices == want);
     CHECK(split_lines(out.str())[3] == "1 |||  ||| F0= 0 ||| 0");
   }
+}
+
+TEST_CASE(
+    "decode translator: --force-decode reads a tab and a prefix that each translation "
+    "starts with",
+    "[decode][prefix]") {
+  TinyTranslator t;
+  const std::vector<std::string> sources = {"das Haus ist klein", "der Hund", "alt",
+                                            "der Hund läuft schnell"};
+  const std::vector<std::string> prefixes = {"Baum ist", "", "grün grün", "das"};
+  std::string text;
+  for (size_t i = 0; i < sources.size(); ++i)
+    text += sources[i] + (prefixes[i].empty() ? "" : "\t" + prefixes[i]) + "\n";
+  tx::decode::TranslatorOptions o;
+  o.search.beam_size = 3;
+  o.batching.max_tokens = 12;
+  o.force_decode = true;
+  tx::decode::Translator tr(*t.be, t.model->model, *t.vocab, *t.vocab, o);
+  std::istringstream in(text);
+  std::ostringstream out;
+  CHECK(tr.translate_stream(in, out) == int64_t(sources.size()));
+  const std::vector<std::string> lines = split_lines(out.str());
+  REQUIRE(lines.size() == sources.size());
+  // Without a prefix, the line's own translation; with one, an output that starts with it.
+  o.force_decode = false;
+  tx::decode::Translator plain(*t.be, t.model->model, *t.vocab, *t.vocab, o);
+  CHECK(lines[1] == plain.translate_lines({sources[1]})[0]);
+  for (size_t i = 0; i < sources.size(); ++i) {
+    INFO("line " << i << ": " << lines[i]);
+    CHECK(lines[i].rfind(prefixes[i], 0) == 0);
+  }
+  // Without --force-decode the tab is text: the source would not be the same.
+  CHECK(plain.translate_lines({sources[0] + "\t" + prefixes[0]})[0].rfind("Baum ist", 0) != 0);
 }

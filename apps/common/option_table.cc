@@ -212,6 +212,11 @@ std::vector<OptionSpec> make_registry() {
                      "1), 'topk K [T]' from its K best; implies --beam-size 1; --seed picks the "
                      "samples, each line its own stream",
                      kTranslate, search));
+  t.push_back(option("force-decode", OptionType::flag, false,
+                     "Each input line may end in a tab and a prefix (target text) that its "
+                     "translation must start with; the search goes on from there and the "
+                     "scores count it",
+                     kTranslate, search));
   t.push_back(option("search-rule", OptionType::text, "auto",
                      "How hypotheses end: fairseq (beam stays full; tx's models), marian "
                      "(each ending shrinks the beam, Marian's length limit), huggingface "

@@ -52,6 +52,8 @@ struct SourceBatch {
   int64_t src_len = 0;
   std::vector<int32_t> src, src_lengths;
   std::vector<int64_t> indices;  // [B]: each row's 0-based line number in the input
+  // [B] target prefixes, ids without bos or eos (--force-decode); empty: none in this batch.
+  std::vector<std::vector<int32_t>> prefixes;
 
   // Row r's ids, eos included, without the padding.
   std::vector<int32_t> row(int64_t r) const {

@@ -76,7 +76,15 @@ bool InferenceBatcher::next(SourceBatch& batch) {
       return m > 0 && (tokens >= m * options_.max_tokens ||
                        (options_.max_sentences > 0 && count >= m * options_.max_sentences));
     };
+    std::vector<std::vector<int32_t>> prefixes;
     while (!full() && reader_.next(line)) {
+      if (options_.prefix_vocab) {
+        const size_t tab = line.find('\t');
+        prefixes.push_back(tab == std::string::npos
+                               ? std::vector<int32_t>()
+                               : options_.prefix_vocab->encode(line.substr(tab + 1)));
+        if (tab != std::string::npos) line.resize(tab);
+      }
       lines.push_back(vocab_.encode(line));  // LineReader has checked the UTF-8
       if (crop_source(lines.back(), options_.max_source_tokens) && lines_cropped_++ == 0)
         first_cropped_line_ = reader_.line_number();
@@ -84,6 +92,9 @@ bool InferenceBatcher::next(SourceBatch& batch) {
     }
     if (lines.empty()) return false;
     window_ = make_source_batches(lines, first, options_);
+    if (options_.prefix_vocab)
+      for (SourceBatch& b : window_)
+        for (int64_t index : b.indices) b.prefixes.push_back(std::move(prefixes[index - first]));
     next_ = 0;
   }
   batch = std::move(window_[next_++]);

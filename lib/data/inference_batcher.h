@@ -33,6 +33,9 @@ struct InferenceBatcherOptions {
   int64_t max_source_tokens = 0;
   // The model's pad and eos (the Translator sets them from the model's config).
   SpecialIds ids;
+  // --force-decode: a tab ends a line's source, and what follows, encoded with this (target)
+  // vocabulary, is its translation's prefix (SourceBatch::prefixes). Null: a tab is text.
+  const Vocab* prefix_vocab = nullptr;
 };
 
 // Crops `ids` to `max_tokens` (0: no limit); returns whether it did.

@@ -27,6 +27,7 @@ struct Sentence {
   bool empty_source = false;
   bool done = false;
   std::vector<Hypothesis> finished;
+  std::vector<int32_t> prefix;  // forced first tokens (SourceSentence::prefix)
 };
 
 // One batch row: a live hypothesis.
@@ -215,6 +216,13 @@ BeamSearch::Cohort BeamSearch::start(Graph& g, std::vector<SourceSentence> sente
     Sentence s;
     s.index = sentences[b].index;
     s.max_length = max_output_length(static_cast<int64_t>(ids.size()) - 1);
+    // The length limit counts the prefix; a longer prefix raises it to its own length (the
+    // output ends after it), within the positions the model has.
+    s.prefix = sentences[b].prefix;
+    const int64_t positions = model_.config().max_length - 1;
+    if (static_cast<int64_t>(s.prefix.size()) > positions)
+      s.prefix.resize(static_cast<size_t>(positions));
+    s.max_length = std::max<int64_t>(s.max_length, static_cast<int64_t>(s.prefix.size()));
     s.empty_source = ids.size() <= 1;
     steps = std::max(steps, s.max_length + 1);
     c.sentences.push_back(std::move(s));
@@ -345,20 +353,36 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
     candidate += A * top;
     // Sentences at their maximum length may only end: their candidates are each row's eos
     // entry, scored as beam_top_k scores it (R values, not a mask of R * V).
-    std::vector<float> eos_scores;
-    bool at_limit = false;
+    std::vector<float> eos_scores, forced_scores;
+    bool at_limit = false, forcing = false;
     const bool marian = options_.rule == SearchRule::marian;
-    for (int64_t k : c.active) at_limit |= !marian && t >= c.sentences[k].max_length;
-    if (at_limit) {
-      // Without scores the logits are already masked and only eos's deadness matters.
-      if (log_probs) be_.log_softmax(lp, lp);
-      std::vector<int32_t> eos_index(static_cast<size_t>(R));
-      for (int64_t r = 0; r < R; ++r) eos_index[r] = static_cast<int32_t>(r * V + eos);
+    auto forced = [&](const Sentence& s) { return t < static_cast<int64_t>(s.prefix.size()); };
+    for (int64_t k : c.active) {
+      at_limit |= !marian && t >= c.sentences[k].max_length;
+      forcing |= forced(c.sentences[k]);
+    }
+    // Without scores the logits are already masked and only eos's deadness matters.
+    if ((at_limit || forcing) && log_probs) be_.log_softmax(lp, lp);
+    // Each row's log-prob of one token (row r's token_of(r)), as beam_top_k scores it.
+    auto scores_of = [&](const std::function<int32_t(int64_t)>& token_of) {
+      std::vector<int32_t> index(static_cast<size_t>(R));
+      for (int64_t r = 0; r < R; ++r) index[r] = static_cast<int32_t>(r * V + token_of(r));
       Tensor picked = be_.empty({R, 1});
-      be_.gather_rows(lp.view({R * V, 1}), be_.upload(eos_index, {R}), picked);
-      eos_scores = be_.download<float>(picked);
+      be_.gather_rows(lp.view({R * V, 1}), be_.upload(index, {R}), picked);
+      return be_.download<float>(picked);
+    };
+    if (at_limit) {
+      eos_scores = scores_of([&](int64_t) { return eos; });
       const float eos_mask = eos_allowed(c) ? 0.0f : kDead;
       for (int64_t r = 0; r < R; ++r) eos_scores[r] = (eos_scores[r] + eos_mask) + row_scores[r];
+    }
+    if (forcing) {
+      // Rows of a sentence still in its prefix: its next prefix token, unmasked.
+      forced_scores = scores_of([&](int64_t r) {
+        const Sentence& s = c.sentences[c.active[r / width]];
+        return forced(s) ? s.prefix[t] : eos;
+      });
+      for (int64_t r = 0; r < R; ++r) forced_scores[r] += row_scores[r];
     }
 
     std::vector<Row> next_rows;
@@ -382,7 +406,19 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
       };
       const bool was_done = s.done;
       std::vector<Row> live;
-      if (marian && !s.done) {
+      const bool forced_now = !s.done && forced(s);
+      if (forced_now) {
+        // The prefix's next token on the sentence's best live rows; nothing ends here.
+        std::vector<int32_t> order(static_cast<size_t>(width));
+        for (int i = 0; i < width; ++i) order[i] = static_cast<int32_t>(k * width + i);
+        std::stable_sort(order.begin(), order.end(),
+                         [&](int32_t a, int32_t b) { return forced_scores[a] > forced_scores[b]; });
+        for (int32_t row : order)
+          if (forced_scores[row] >= kDeadBelow && static_cast<int>(live.size()) < beam)
+            live.push_back(Row{row, s.prefix[t], forced_scores[row],
+                               c.trail.extend(c.rows[row].last, s.prefix[t])});
+      }
+      if (marian && !s.done && !forced_now) {
         // Marian's rule: as many candidates as the sentence has live hypotheses.
         const int slots = beam - static_cast<int>(s.finished.size());
         const bool last = t >= s.max_length;
@@ -414,7 +450,7 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
         for (int32_t row : ending)
           if (eos_scores[row] >= kDeadBelow) finish(row, eos_scores[row]);
       }
-      for (int i = 0; i < top && !marian && !s.done && t < s.max_length &&
+      for (int i = 0; i < top && !marian && !s.done && !forced_now && t < s.max_length &&
                       static_cast<int>(live.size()) < beam;
            ++i) {
         const float score = values[k * top + i];

@@ -106,9 +106,14 @@ struct Hypothesis {
 using NBest = std::vector<Hypothesis>;
 
 // One sentence to search: source ids ending in eos, and the caller's name for it.
+// With a prefix (target ids, no bos or eos), the translation starts with it: each of its
+// tokens is forced in turn, scored with its log-prob, and the search goes on from there
+// (tx-translate --force-decode). The length limit counts the prefix; a longer prefix raises
+// it to the prefix's length (the output then ends after it), within the model's positions.
 struct SourceSentence {
   int64_t index = 0;
   std::vector<int32_t> ids;
+  std::vector<int32_t> prefix;
 };
 
 // The sentences decoded together at most (tx-translate's --mini-batch and --max-tokens): at

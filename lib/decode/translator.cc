@@ -40,6 +40,7 @@ std::function<bool(SourceSentence&)> sentences_of(
       }
       s.index = index;
       s.ids = batch->row(r);
+      s.prefix = batch->prefixes.empty() ? std::vector<int32_t>() : batch->prefixes[r];
       return true;
     }
   };
@@ -60,6 +61,7 @@ Translator::Translator(Backend& be, const nn::Transformer& model, const data::Vo
            model.config().tgt_vocab_size, " ids but '", tgt_vocab.path(), "' has ",
            tgt_vocab.size(), "; give the vocabulary the model was trained with");
   if (options_.deterministic) options_.batching.max_sentences = 1;
+  if (options_.force_decode) options_.batching.prefix_vocab = &tgt_vocab_;
   options_.batching.ids = data::special_ids(model.config());
   // Positions 0 .. max_length - 1 hold the source tokens and eos.
   const int64_t fits = model.config().max_length - 1;

@@ -30,6 +30,9 @@ struct TranslatorOptions {
   // rounds a row differently for different row counts, and padding changes the reductions of
   // attention (docs/determinism.md).
   bool deterministic = false;
+  // Each input line may hold a tab and then a prefix (target text) its translation must start
+  // with (tx-translate --force-decode; BeamSearch's SourceSentence::prefix).
+  bool force_decode = false;
 };
 
 class Translator {
