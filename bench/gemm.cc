@@ -4,7 +4,8 @@
 // Prints one row per shape: GFLOP/s of tx, of oneDNN's sgemm and their ratio (tx / oneDNN),
 // timed alternately in the same run so that machine noise hits both alike. A third column
 // times oneDNN's matmul primitive (created once) on the same shape: the other route tx could
-// take, and the reason its 2-D GEMMs call sgemm.
+// take, and the reason its 2-D GEMMs call sgemm. Last, the same shapes with bf16 operands
+// (--precision bf16) against f32, on CPUs where oneDNN has a bf16 GEMM.
 #include <dnnl.h>
 #include <omp.h>
 
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <dnnl.hpp>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "backend/registry.h"
@@ -165,6 +167,55 @@ int main(int argc, char** argv) {
     std::printf("%-22s %6lld %6lld %6lld %12.1f %12.1f %8.3f\n", s.role, (long long)s.m,
                 (long long)s.n, (long long)s.k, flops / t_tx / 1e9, flops / t_loop / 1e9,
                 t_loop / t_tx);
+  }
+
+  // --precision bf16's GEMMs: the same 2-D shapes (and one attention batch) with bf16 operands
+  // and f32 sums, against tx's f32 GEMM, alternately in the same run; the casts not counted
+  // (a weight is cast once per update, an activation once per GEMM).
+  const std::string missing = be->half_gemm_missing(tx::DType::bf16);
+  std::printf("\nbf16 operands, f32 sums (--precision bf16) vs f32, GFLOP/s\n");
+  if (!missing.empty()) {
+    std::printf("not measured: %s\n", missing.c_str());
+    return 0;
+  }
+  std::printf("%-22s %6s %6s %6s %10s %10s %8s\n", "shape", "M", "N", "K", "bf16", "f32", "ratio");
+  std::vector<GemmShape> half_shapes = shapes;
+  half_shapes.push_back({64, 64, 64, "QK^T 64 tok, batch 256"});
+  for (const GemmShape& s : half_shapes) {
+    const bool attention = s.role[0] == 'Q';
+    const int64_t nb = attention ? 256 : 1;
+    std::vector<float> a(nb * s.m * s.k), b(nb * s.k * s.n);
+    for (float& v : a) v = rng.uniform() - 0.5f;
+    for (float& v : b) v = rng.uniform() - 0.5f;
+    auto shape = [&](int64_t r, int64_t c) {
+      return attention ? tx::Shape{nb, r, c} : tx::Shape{r, c};
+    };
+    tx::Tensor fa = be->upload(a, s.trans_a ? shape(s.k, s.m) : shape(s.m, s.k));
+    tx::Tensor fb = be->upload(b, shape(s.k, s.n));
+    tx::Tensor ha = be->empty(fa.shape(), tx::DType::bf16),
+               hb = be->empty(fb.shape(), tx::DType::bf16);
+    be->cast(fa, ha);
+    be->cast(fb, hb);
+    tx::Tensor tc = be->empty(shape(s.m, s.n));
+    auto run_half = [&] {
+      be->gemm(ha, s.trans_a, hb, false, tc);
+      be->synchronize();
+    };
+    auto run_f32 = [&] {
+      be->gemm(fa, s.trans_a, fb, false, tc);
+      be->synchronize();
+    };
+    const double flops = 2.0 * nb * s.m * s.n * s.k;
+    const double probe = best_seconds(run_f32, 1);
+    const int reps = std::max(3, static_cast<int>(budget / 3 / std::max(probe, 1e-6) / 2));
+    double t_half = 1e30, t_f32 = 1e30;
+    for (int round = 0; round < 2; ++round) {
+      t_half = std::min(t_half, best_seconds(run_half, reps));
+      t_f32 = std::min(t_f32, best_seconds(run_f32, reps));
+    }
+    std::printf("%-22s %6lld %6lld %6lld %10.1f %10.1f %8.3f\n", s.role, (long long)s.m,
+                (long long)s.n, (long long)s.k, flops / t_half / 1e9, flops / t_f32 / 1e9,
+                t_f32 / t_half);
   }
   return 0;
 }
