@@ -442,6 +442,12 @@ TEST_CASE("decode sampling: draw_token inverts the cumulative distribution, top-
   CHECK(draw_token(lp, 5, 0, 0.5f, 0.1f) == 1);
   CHECK(draw_token(lp, 5, 0, 0.5f, 0.4f) == 3);
   CHECK(draw_token(lp, 5, 0, 0.5f, 0.5f) == 4);
+  // From probabilities at the temperature: the same inverse (0.1, 0.2, 0, 0.3, 0.4).
+  const float p[5] = {0.1f, 0.2f, 0.0f, 0.3f, 0.4f};
+  CHECK(tx::decode::draw_token_from_probs(p, 5, 0.0f) == 0);
+  CHECK(tx::decode::draw_token_from_probs(p, 5, 0.101f) == 1);
+  CHECK(tx::decode::draw_token_from_probs(p, 5, 0.35f) == 3);
+  CHECK(tx::decode::draw_token_from_probs(p, 5, 0.99999f) == 4);
   // Every sentence and step its own number; the same ones again for the same seed.
   const float u = tx::decode::sampling_uniform(7, 3, 0);
   CHECK(u == tx::decode::sampling_uniform(7, 3, 0));

@@ -292,10 +292,19 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
     be_.add_bias(lp, eos ? mask_ : mask_no_eos_, lp);
     const std::vector<float> host = be_.download<float>(lp);
     const SamplingOptions& o = options_.sampling;
+    // Over the whole vocabulary the probabilities at the temperature come from the backend's
+    // softmax (vectorised exp); top-k weighs its k candidates on the host.
+    std::vector<float> probs;
+    if (o.top_k == 0) {
+      const Tensor p = be_.empty({count, V});
+      be_.softmax(lp, 1.0f / o.temperature, Tensor(), false, p);
+      probs = be_.download<float>(p);
+    }
     for (int64_t r = 0; r < count; ++r) {
       const float* row = host.data() + r * V;
       const float u = sampling_uniform(o.seed, row_sentence[first + r], row_step[first + r]);
-      const int32_t token = draw_token(row, V, o.top_k, o.temperature, u);
+      const int32_t token = o.top_k == 0 ? draw_token_from_probs(probs.data() + r * V, V, u)
+                                         : draw_token(row, V, o.top_k, o.temperature, u);
       top_values.push_back(scores[first + r] + row[token]);
       top_ids.push_back(token);
       for (int i = 1; i < top; ++i) {

@@ -50,4 +50,19 @@ int32_t draw_token(const float* lp, int64_t V, int top_k, float temperature, flo
   return token(last);
 }
 
+int32_t draw_token_from_probs(const float* p, int64_t V, float u) {
+  double total = 0;
+  for (int64_t v = 0; v < V; ++v) total += p[v];
+  const double target = double(u) * total;
+  double sum = 0;
+  int64_t last = 0;
+  for (int64_t v = 0; v < V; ++v) {
+    if (!(p[v] > 0)) continue;
+    sum += p[v];
+    last = v;
+    if (sum > target) return static_cast<int32_t>(v);
+  }
+  return static_cast<int32_t>(last);
+}
+
 }  // namespace tx::decode

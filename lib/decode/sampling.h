@@ -25,4 +25,9 @@ float sampling_uniform(uint64_t seed, int64_t index, int64_t t);
 // has weight 0 and is never picked.
 int32_t draw_token(const float* lp, int64_t V, int top_k, float temperature, float u);
 
+// The same draw over the whole vocabulary from probabilities already at the temperature
+// (softmax(lp / temperature), which the backend computes faster than the host's exp): the
+// first token whose cumulative probability exceeds u times their sum.
+int32_t draw_token_from_probs(const float* p, int64_t V, float u);
+
 }  // namespace tx::decode
