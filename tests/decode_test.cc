@@ -600,6 +600,75 @@ TEMPLATE_TEST_CASE(
   }
 }
 
+TEMPLATE_TEST_CASE("decode ensemble: a model with itself searches as the model alone",
+                   "[decode][ensemble]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  TinyModel m(*be, 11);
+  for (const int beam : {1, 5}) {
+    INFO("beam " << beam);
+    BeamSearchOptions o;
+    o.beam_size = beam;
+    o.n_best = beam;
+    o.max_length_b = 4;
+    const std::vector<NBest> alone = BeamSearch(*be, m.model, o).search(source_batch(kSources));
+    const std::vector<NBest> twice =
+        BeamSearch(*be, {&m.model, &m.model}, o).search(source_batch(kSources));
+    REQUIRE(twice.size() == alone.size());
+    for (size_t s = 0; s < alone.size(); ++s) {
+      INFO("sentence " << s);
+      REQUIRE(twice[s].size() == alone[s].size());
+      for (size_t i = 0; i < alone[s].size(); ++i) {
+        CHECK(twice[s][i].ids == alone[s][i].ids);
+        CHECK(twice[s][i].log_prob == alone[s][i].log_prob);  // 0.5 lp + 0.5 lp is lp exactly
+        CHECK(twice[s][i].score == alone[s][i].score);
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE(
+    "decode ensemble: greedy search over two models follows the weighted sum of "
+    "their log-probs",
+    "[decode][ensemble]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  TinyModel a(*be, 11), b(*be, 23);
+  const float wa = 0.3f, wb = 0.9f;  // Marian's rule: not renormalised
+  BeamSearchOptions o;
+  o.beam_size = 1;
+  o.max_length_b = 3;
+  const std::vector<NBest> found =
+      BeamSearch(*be, {&a.model, &b.model}, o, {wa, wb}).search(source_batch(kSources));
+  for (size_t s = 0; s < kSources.size(); ++s) {
+    INFO("sentence " << s);
+    const size_t max_len = static_cast<size_t>(1.5 * kSources[s].size()) + 3;
+    Ids y;
+    double log_prob = 0;
+    for (;;) {
+      const std::vector<double> la = forward_log_probs(*be, a.model, kSources[s], {y})[0].back();
+      const std::vector<double> lb = forward_log_probs(*be, b.model, kSources[s], {y})[0].back();
+      int32_t best = -1;
+      double best_lp = 0;
+      for (int32_t w = 0; w < kVocab; ++w) {
+        if (w == Vocab::kPadId || w == Vocab::kBosId) continue;
+        if (y.size() == max_len && w != kEos) continue;
+        const double lp = wa * la[w] + wb * lb[w];
+        if (best < 0 || lp > best_lp) best = w, best_lp = lp;
+      }
+      log_prob += best_lp;
+      if (best == kEos) break;
+      y.push_back(best);
+    }
+    CHECK(found[s].at(0).ids == y);
+    CHECK(found[s].at(0).log_prob == Approx(log_prob).margin(1e-4));
+  }
+  // Models that do not share the vocabulary: one line naming both.
+  TinyModel c(*be, 5, kVocab + 2);
+  REQUIRE_THROWS_WITH(BeamSearch(*be, {&a.model, &c.model}, o),
+                      Catch::Contains("model 2") && Catch::Contains("share their vocabularies"));
+  REQUIRE_THROWS_WITH(BeamSearch(*be, {&a.model, &b.model}, o, {1.0f}),
+                      Catch::Contains("--weights") && Catch::Contains("one per model"));
+}
+
 TEMPLATE_TEST_CASE("decode beam search: invalid options name the flag", "[decode]", TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);
   TinyModel m(*be);

@@ -60,6 +60,11 @@ float normalise(float log_prob, size_t length, float alpha) {
   return alpha == 0.0f ? log_prob : log_prob / std::pow(static_cast<float>(length), alpha);
 }
 
+const nn::Transformer& first_model(const std::vector<const nn::Transformer*>& models) {
+  TX_CHECK(!models.empty() && models.front(), "beam search: no model given");
+  return *models.front();
+}
+
 }  // namespace
 
 void BeamSearchOptions::validate() const {
@@ -82,9 +87,34 @@ void BeamSearchOptions::validate() const {
 }
 
 BeamSearch::BeamSearch(Backend& be, const nn::Transformer& model, BeamSearchOptions options)
-    : be_(be), model_(model), options_(options), vocab_(model.config().tgt_vocab_size) {
+    : BeamSearch(be, std::vector<const nn::Transformer*>{&model}, options) {}
+
+BeamSearch::BeamSearch(Backend& be, std::vector<const nn::Transformer*> models,
+                       BeamSearchOptions options, std::vector<float> weights)
+    : be_(be),
+      models_(std::move(models)),
+      weights_(std::move(weights)),
+      model_(first_model(models_)),
+      max_positions_(model_.config().max_length),
+      options_(options),
+      vocab_(model_.config().tgt_vocab_size) {
   options_.validate();
-  const io::ModelConfig& config = model.config();
+  const io::ModelConfig& config = model_.config();
+  if (weights_.empty()) weights_.assign(models_.size(), 1.0f / float(models_.size()));
+  TX_CHECK(weights_.size() == models_.size(), "--weights: ", weights_.size(), " weights for ",
+           models_.size(), " models; give one per model");
+  for (size_t m = 0; m < models_.size(); ++m) {
+    const io::ModelConfig& o = models_[m]->config();
+    TX_CHECK(std::isfinite(weights_[m]), "--weights: weight ", m + 1, " is not a number");
+    TX_CHECK(
+        o.src_vocab_size == config.src_vocab_size && o.tgt_vocab_size == vocab_ &&
+            o.eos_id == config.eos_id && o.pad_id == config.pad_id && o.bos_id == config.bos_id &&
+            o.unk_id == config.unk_id && o.decoder_start_id == config.decoder_start_id,
+        "ensemble: model ", m + 1, " has vocabularies of ", o.src_vocab_size, "/", o.tgt_vocab_size,
+        " ids (eos ", o.eos_id, ") but model 1 has ", config.src_vocab_size, "/", vocab_, " (eos ",
+        config.eos_id, "); an ensemble's models must share their vocabularies");
+    max_positions_ = std::min<int64_t>(max_positions_, o.max_length);
+  }
   TX_CHECK(config.eos_id >= 0 && config.eos_id < vocab_, "beam search: eos id ", config.eos_id,
            " is outside the target vocabulary of ", vocab_, " ids");
   // pad, bos and unk (unless allowed) are never produced; a model without one has -1.
@@ -98,6 +128,8 @@ BeamSearch::BeamSearch(Backend& be, const nn::Transformer& model, BeamSearchOpti
   mask_ = be_.upload(mask, {vocab_});
   mask[config.eos_id] = kDead;
   mask_no_eos_ = be_.upload(mask, {vocab_});
+  ones_ = be_.empty({1, vocab_});
+  be_.fill(ones_, 1.0f);
 }
 
 int64_t BeamSearch::max_output_length(int64_t source_tokens) const {
@@ -106,20 +138,20 @@ int64_t BeamSearch::max_output_length(int64_t source_tokens) const {
     const double limit =
         static_cast<double>(options_.max_length_a) * static_cast<double>(source_tokens + 1);
     const auto last = std::max<int64_t>(static_cast<int64_t>(std::ceil(limit)) - 1, 0);
-    return std::min<int64_t>(last, model_.config().max_length - 1);
+    return std::min<int64_t>(last, max_positions_ - 1);
   }
   auto length =
       static_cast<int64_t>(std::floor(options_.max_length_a * static_cast<float>(source_tokens))) +
       options_.max_length_b;
   length = std::max<int64_t>(length, options_.min_length);
   // Step t embeds position t; the last step (t = length) must stay within the encoding.
-  return std::min<int64_t>(length, model_.config().max_length - 1);
+  return std::min<int64_t>(length, max_positions_ - 1);
 }
 
 // Sentences that joined the search together: their state, rows (blocks of
 // rows.size() / active.size() per sentence, in the order of `active`) and steps decoded.
 struct BeamSearch::Cohort {
-  nn::DecoderState state;
+  std::vector<nn::DecoderState> states;  // one per model
   std::vector<Sentence> sentences;
   std::vector<int64_t> active;  // sentences still in the batch, one block of rows each
   std::vector<Row> rows;
@@ -219,7 +251,7 @@ BeamSearch::Cohort BeamSearch::start(Graph& g, std::vector<SourceSentence> sente
     // The length limit counts the prefix; a longer prefix raises it to its own length (the
     // output ends after it), within the positions the model has.
     s.prefix = sentences[b].prefix;
-    const int64_t positions = model_.config().max_length - 1;
+    const int64_t positions = max_positions_ - 1;
     if (static_cast<int64_t>(s.prefix.size()) > positions)
       s.prefix.resize(static_cast<size_t>(positions));
     s.max_length = std::max<int64_t>(s.max_length, static_cast<int64_t>(s.prefix.size()));
@@ -230,12 +262,14 @@ BeamSearch::Cohort BeamSearch::start(Graph& g, std::vector<SourceSentence> sente
     c.rows.push_back(Row{static_cast<int32_t>(b), model_.config().decoder_start_id, 0.0f});
   }
   const Tensor src_lengths = be_.upload(lengths, {B});
-  Var memory = model_.encode(g, be_.upload(src, {B, S}), src_lengths);
+  const Tensor src_ids = be_.upload(src, {B, S});
   // The caches are allocated once, for the cohort's longest output and its rows after the
   // fan-out: growing them copied the written steps (2.5% of a beam 5 x 32 run, most of it
   // first touches of fresh pages), and peak memory was higher with the doubling's two copies
   // alive at once. The layout is time-major, so steps never reached touch no pages.
-  c.state = model_.start_decoding(g, memory, src_lengths, steps, B * options_.beam_size);
+  for (const nn::Transformer* model : models_)
+    c.states.push_back(model->start_decoding(g, model->encode(g, src_ids, src_lengths), src_lengths,
+                                             steps, B * options_.beam_size));
   return c;
 }
 
@@ -245,7 +279,7 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
   const int beam = options_.beam_size;
   const int K = 2 * beam;
   std::vector<int32_t> tokens;
-  std::vector<nn::DecoderState*> states;
+  std::vector<std::vector<nn::DecoderState*>> states(models_.size());
   for (Cohort& c : cohorts) {
     std::vector<int32_t> parents;
     for (const Row& r : c.rows) {
@@ -254,11 +288,28 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
     }
     // The self-attention caches follow the parents; the memory stays put until sentences
     // leave (rows come in blocks of `beam` per sentence: DecoderState's groups).
-    c.state.reorder(parents);
-    states.push_back(&c.state);
+    for (size_t m = 0; m < models_.size(); ++m) {
+      c.states[m].reorder(parents);
+      states[m].push_back(&c.states[m]);
+    }
   }
   const auto rows = static_cast<int64_t>(tokens.size());
-  Var logits = model_.decode_step(g, states, be_.upload(tokens, {rows, 1}));
+  const Tensor token_ids = be_.upload(tokens, {rows, 1});
+  Var logits = model_.decode_step(g, states[0], token_ids);
+  // An ensemble's "logits" are already its weighted log-probs: every use below that would take
+  // a log-softmax of them takes them as they are.
+  const bool ensemble = models_.size() > 1;
+  if (ensemble) {
+    const Tensor combined = be_.empty({rows, V});
+    be_.log_softmax(logits->value.view({rows, V}), combined);
+    be_.scale(combined, weights_[0], combined);
+    const Tensor lp = be_.empty({rows, V});
+    for (size_t m = 1; m < models_.size(); ++m) {
+      be_.log_softmax(models_[m]->decode_step(g, states[m], token_ids)->value.view({rows, V}), lp);
+      be_.axpy(weights_[m], lp, combined);
+    }
+    logits = make_var(combined.view(logits->value.shape()));
+  }
 
   // Each sentence's best candidates: one beam_top_k over every cohort's rows when they agree
   // on rows per sentence and mask (always in greedy search; with a beam, except on a new
@@ -271,7 +322,7 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
   for (const Cohort& c : cohorts)
     uniform &=
         width_of(c) == width_of(cohorts.front()) && eos_allowed(c) == eos_allowed(cohorts.front());
-  const bool log_probs = options_.scores || beam > 1 || options_.sampling.on;
+  const bool log_probs = options_.scores || beam > 1 || options_.sampling.on || ensemble;
   std::vector<float> scores, top_values;
   std::vector<int32_t> top_ids;
   std::vector<int64_t> row_sentence, row_step;  // sampling: each row's stream (beam 1)
@@ -288,7 +339,10 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
   // drawn per row on the host, scored as beam_top_k would score it; the other candidates dead.
   auto sample = [&](const Tensor& rows_logits, int64_t first, int64_t count, int top, bool eos) {
     const Tensor lp = be_.empty({count, V});
-    be_.log_softmax(rows_logits, lp);
+    if (ensemble)
+      be_.copy(rows_logits, lp);
+    else
+      be_.log_softmax(rows_logits, lp);
     be_.add_bias(lp, eos ? mask_ : mask_no_eos_, lp);
     const std::vector<float> host = be_.download<float>(lp);
     const SamplingOptions& o = options_.sampling;
@@ -321,7 +375,14 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
       return;
     }
     Tensor values = be_.empty({sentences, top}), ids = be_.empty({sentences, top}, DType::i32);
-    if (log_probs) {
+    if (ensemble) {
+      // beam_top_k's composition without its log-softmax: mask, running scores, top-k.
+      const Tensor scored = be_.empty({count, V});
+      be_.add_bias(rows_logits, eos ? mask_ : mask_no_eos_, scored);
+      be_.gemm(offsets.slice(first, first + count).view({count, 1}), false, ones_, false, scored,
+               1.0f, 1.0f);
+      be_.top_k(scored.view({sentences, width * V}), top, values, ids);
+    } else if (log_probs) {
       be_.beam_top_k(rows_logits, eos ? mask_ : mask_no_eos_, offsets.slice(first, first + count),
                      width, top, values, ids);
     } else {
@@ -371,7 +432,7 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
       forcing |= forced(c.sentences[k]);
     }
     // Without scores the logits are already masked and only eos's deadness matters.
-    if ((at_limit || forcing) && log_probs) be_.log_softmax(lp, lp);
+    if ((at_limit || forcing) && log_probs && !ensemble) be_.log_softmax(lp, lp);
     // Each row's log-prob of one token (row r's token_of(r)), as beam_top_k scores it.
     auto scores_of = [&](const std::function<int32_t(int64_t)>& token_of) {
       std::vector<int32_t> index(static_cast<size_t>(R));

@@ -129,6 +129,12 @@ class BeamSearch {
   // `model` must outlive the BeamSearch. Special ids are data::Vocab's (pad 0, unk 1, bos 2,
   // eos 3).
   BeamSearch(Backend& be, const nn::Transformer& model, BeamSearchOptions options = {});
+  // An ensemble: each step ranks by the weighted sum of the models' log-probabilities
+  // (Marian's rule: sum_m w_m log p_m, not renormalised; `weights` empty: 1 / N each, so a
+  // model with itself searches as the model alone, scores included). The models must share
+  // the vocabularies' sizes and special ids; each runs its own encoder and decoder state.
+  BeamSearch(Backend& be, std::vector<const nn::Transformer*> models,
+             BeamSearchOptions options = {}, std::vector<float> weights = {});
 
   // The n-best list of each row of `batch`, in row order, all in one cohort. Rows are source
   // ids ending in eos.
@@ -158,12 +164,16 @@ class BeamSearch {
   void step(Graph& g, std::vector<Cohort>& cohorts, const Done& done);
 
   Backend& be_;
-  const nn::Transformer& model_;
+  std::vector<const nn::Transformer*> models_;
+  std::vector<float> weights_;    // one per model
+  const nn::Transformer& model_;  // models_[0]: the special ids
+  int64_t max_positions_;         // the fewest positions of any model
   BeamSearchOptions options_;
   int64_t vocab_;
   // Added to every row's log-probabilities: a very negative value on pad and bos (and unk
   // when not allowed); the second also on eos (before min_length).
   Tensor mask_, mask_no_eos_;
+  Tensor ones_;  // [1, V]: the rank-1 GEMM that adds each row's running score (ensembles)
 };
 
 }  // namespace tx::decode
