@@ -179,13 +179,14 @@ std::vector<std::vector<int64_t>> make_batches(const tx::data::ParallelCorpus& c
   return batches;
 }
 
-// The teacher-forced log-probability of each pair of `corpus`, in corpus order. `where(i,
+// The teacher-forced log-probability of each pair of `corpus`, in corpus order; for an
+// ensemble, the weighted sum of its models' (the score its search ranks by). `where(i,
 // source_side)` names where pair i's source or target came from, for the message of an over-long
 // pair.
 template <typename Where>
-std::vector<double> model_scores(const Options& o, tx::app::LoadedModel& m,
+std::vector<double> model_scores(const Options& o, const tx::app::LoadedModels& m,
                                  const tx::data::ParallelCorpus& corpus, Where where) {
-  const int64_t limit = m.config().max_length;
+  const int64_t limit = m.max_length();
   for (int64_t i = 0; i < corpus.size(); ++i) {
     const bool src_long = tx::data::source_row_length(corpus.src_length(i)) > limit;
     if (src_long || tx::data::target_row_length(corpus.tgt_length(i)) > limit)
@@ -196,27 +197,35 @@ std::vector<double> model_scores(const Options& o, tx::app::LoadedModel& m,
   }
 
   const double alpha = o.number("normalize");
-  std::vector<double> scores(static_cast<size_t>(corpus.size()));
+  std::vector<double> scores(static_cast<size_t>(corpus.size()), 0.0);
   tx::Backend& be = m.backend();
   for (const std::vector<int64_t>& rows :
        make_batches(corpus, o.integer("max-tokens"),
                     o.flag("deterministic") ? 1 : o.integer("mini-batch"))) {
-    const tx::data::Batch b = tx::data::make_batch(
-        corpus, rows.data(), static_cast<int64_t>(rows.size()), tx::data::special_ids(m.config()));
-    tx::Graph g(be, tx::GraphOptions{false, false});
-    tx::Var logits = m.model().forward(g, be.upload(b.src, {b.size, b.src_len}),
-                                       be.upload(b.src_lengths, {b.size}),
-                                       be.upload(b.tgt_in, {b.size, b.tgt_len}));
-    // Label smoothing 0: each target position's loss is -log p(token); pads give 0.
-    tx::Var nll = tx::ops::cross_entropy(g, logits, be.upload(b.tgt_out, {b.size * b.tgt_len}),
-                                         0.0f, m.config().pad_id);
-    const std::vector<float> per_token = be.download<float>(nll->value);
-    for (int64_t r = 0; r < b.size; ++r) {
-      double sum = 0;
-      for (int64_t t = 0; t < b.tgt_len; ++t) sum += per_token[r * b.tgt_len + t];
-      double score = -sum;
-      if (alpha != 0) score /= std::pow(static_cast<double>(b.tgt_lengths[r]), alpha);
-      scores[b.indices[r]] = score;
+    std::vector<int64_t> tgt_lengths;
+    for (size_t k = 0; k < m.size(); ++k) {
+      const tx::nn::Transformer& model = m[k].model();
+      // Each model's own special ids: its decoder's start may differ (docs/models.md).
+      const tx::data::Batch b =
+          tx::data::make_batch(corpus, rows.data(), static_cast<int64_t>(rows.size()),
+                               tx::data::special_ids(model.config()));
+      tx::Graph g(be, tx::GraphOptions{false, false});
+      tx::Var logits = model.forward(g, be.upload(b.src, {b.size, b.src_len}),
+                                     be.upload(b.src_lengths, {b.size}),
+                                     be.upload(b.tgt_in, {b.size, b.tgt_len}));
+      // Label smoothing 0: each target position's loss is -log p(token); pads give 0.
+      tx::Var nll = tx::ops::cross_entropy(g, logits, be.upload(b.tgt_out, {b.size * b.tgt_len}),
+                                           0.0f, model.config().pad_id);
+      const std::vector<float> per_token = be.download<float>(nll->value);
+      for (int64_t r = 0; r < b.size; ++r) {
+        double sum = 0;
+        for (int64_t t = 0; t < b.tgt_len; ++t) sum += per_token[r * b.tgt_len + t];
+        scores[b.indices[r]] += m.size() == 1 ? -sum : -sum * m.weight(k);
+      }
+      tgt_lengths.assign(b.tgt_lengths.begin(), b.tgt_lengths.end());
+      if (k + 1 == m.size() && alpha != 0)
+        for (int64_t r = 0; r < b.size; ++r)
+          scores[b.indices[r]] /= std::pow(static_cast<double>(tgt_lengths[r]), alpha);
     }
   }
   return scores;
@@ -236,7 +245,7 @@ tx::io::NBestLine parse_nbest_line(const std::string& line, const tx::data::Line
 
 // marian-scorer --n-best: each line of the list scored as (source line i, text), then written
 // back with " <feature>= <score>" appended to its features, in the list's order.
-int score_nbest(const Options& o, tx::app::LoadedModel& m) {
+int score_nbest(const Options& o, const tx::app::LoadedModels& m) {
   const std::string src_path = o.text("src"), nbest_path = o.text("n-best-list");
   const std::string feature = o.text("n-best-feature");
   if (feature.empty() || feature.find_first_of(" |=") != std::string::npos)
@@ -291,7 +300,7 @@ int score_model(const Options& o) {
                            "or --src FILE and --n-best-list FILE");
   if (o.has("references"))
     throw UsageError("-r/--references is for metrics: leave out -m/--model to compute BLEU/chrF");
-  tx::app::LoadedModel m(o);
+  const tx::app::LoadedModels m(o);
   if (o.has("n-best-list")) return score_nbest(o, m);
   const std::string src = o.text("src"), tgt = o.text("tgt");
   tx::data::CorpusOptions co;

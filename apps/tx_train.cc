@@ -2,6 +2,7 @@
 // the options onto TrainerOptions. Under mpirun (or srun) every process runs this main() and
 // joins the run's MPI world (train/collective.h): data-parallel training, rank 0 writing.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -94,6 +95,36 @@ int dry_run(const Options& options) {
   return 0;
 }
 
+// --exponential-smoothing [FACTOR [REFERENCE_WORDS]], as Marian reads it: alone, 1e-4.
+tx::train::SmoothingOptions smoothing_options(const Options& options) {
+  const std::vector<std::string> v = options.list("exponential-smoothing");
+  tx::train::SmoothingOptions s;
+  s.factor = 1e-4;
+  auto number = [](const std::string& text, const char* what) {
+    try {
+      size_t used = 0;
+      const double x = std::stod(text, &used);
+      if (used == text.size() && std::isfinite(x)) return x;
+    } catch (const std::exception&) {
+    }
+    throw UsageError(tx::str("--exponential-smoothing: ", what, " '", text,
+                             "' is not a number; give FACTOR [REFERENCE_TARGET_WORDS]"));
+  };
+  if (!v.empty()) s.factor = number(v[0], "factor");
+  if (!(s.factor >= 0 && s.factor < 1))
+    throw UsageError(tx::str("--exponential-smoothing: factor ", v[0],
+                             " must be at least 0 and below 1 (0 turns smoothing off; Marian's "
+                             "usual value is 1e-4)"));
+  if (v.size() > 1) {
+    const double words = number(v[1], "reference target words");
+    if (!(words >= 1 && words == std::floor(words)))
+      throw UsageError(tx::str("--exponential-smoothing: reference target words ", v[1],
+                               " must be a positive integer"));
+    s.reference_words = static_cast<int64_t>(words);
+  }
+  return s;
+}
+
 int train(const Options& options) {
   if (options.flag("dry-run")) return dry_run(options);
   tx::train::TrainerOptions t;
@@ -130,6 +161,7 @@ int train(const Options& options) {
   t.lr.factor = options.number("lr-factor");
   t.adam.clip_norm = static_cast<float>(options.number("clip-norm"));
   t.optimizer_delay = options.integer("optimizer-delay");
+  if (options.has("exponential-smoothing")) t.smoothing = smoothing_options(options);
 
   t.after_epochs = options.integer("after-epochs");
   t.after_updates = options.integer("after-updates");

@@ -97,7 +97,7 @@ tx::decode::TranslatorOptions translator_options(const Options& o) {
 int translate(const Options& options) {
   tx::decode::TranslatorOptions topts = translator_options(options);
   const auto start = std::chrono::steady_clock::now();
-  tx::app::LoadedModel m(options);
+  tx::app::LoadedModels m(options);
   const std::string rule = options.text("search-rule");
   if (rule == "marian" || (rule == "auto" && m.from_marian()))
     topts.search.rule = tx::decode::SearchRule::marian;
@@ -105,7 +105,8 @@ int translate(const Options& options) {
     topts.search.rule = tx::decode::SearchRule::huggingface;
   // marian-decoder never produces <unk> unless --allow-unk.
   if (m.from_marian()) topts.search.allow_unk = false;
-  tx::decode::Translator translator(m.backend(), m.model(), m.src_vocab(), m.tgt_vocab(), topts);
+  tx::decode::Translator translator(m.backend(), m.transformers(), m.src_vocab(), m.tgt_vocab(),
+                                    topts, m.weights());
 
   const std::string input = options.has("input") ? options.text("input") : "-";
   std::ifstream file;
@@ -147,7 +148,7 @@ int translate(const Options& options) {
                   translator.lines_cropped() == 1 ? "" : "s", " (the first: line ",
                   translator.first_cropped_line(), ") to the ",
                   translator.options().batching.max_source_tokens,
-                  " tokens the model's positions cover (its max_length is ", m.config().max_length,
+                  " tokens the model's positions cover (its max_length is ", m.max_length(),
                   "); split long lines before translating");
   return 0;
 }

@@ -185,6 +185,46 @@ TEST_CASE("Marian models: tx-translate's greedy lines equal marian-decoder's", "
   }
 }
 
+TEST_CASE("Marian ensemble: tx-translate -m A B --weights equals marian-decoder's", "[import]") {
+  // ensemble/ holds a second model over post-relu-tiedall's vocabulary and marian-decoder's
+  // ensemble of the two (make_ensemble.py). Marian's n-best lines print each model's log-prob
+  // (F0, F1) and the weighted sum last; tx prints the weighted sum as F0 and last.
+  TempDir dir;
+  TX_SOURCE_OR_SKIP();
+  const Variant first = kVariants[0];
+  const std::string vocab = fixture("post-relu-tiedall/vocab.spm");
+  const std::string flags = "-m " + fixture("post-relu-tiedall/model.npz") + " " +
+                            fixture("ensemble/model.npz") + " --weights 0.6 0.4 -v " + vocab + " " +
+                            vocab + " --normalize 0 --max-length-factor 3 --cpu-threads 1";
+  const std::string input = input_of(dir, first);
+  for (const char* beam : {"4", "1"}) {
+    INFO("beam " << beam);
+    Run r = run_program(dir, TX_TRANSLATE_BIN,
+                        flags + " --beam-size " + beam + " --n-best " + beam + " < " + input);
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    std::vector<Entry> got;
+    if (std::string(beam) == "1") {
+      for (const std::string& line : split_lines(r.out)) got.push_back({"", line, 0});
+    } else {
+      got = read_nbest(r.out);
+    }
+    const std::vector<Entry> want = read_nbest(slurp(fixture(
+        std::string("ensemble/marian.") + (beam[0] == '4' ? "beam4" : "greedy") + ".nbest")));
+    REQUIRE_FALSE(want.empty());
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      INFO("entry " << i << ": marian '" << want[i].text << "' " << want[i].score << ", tx '"
+                    << got[i].text << "' " << got[i].score);
+      CHECK(got[i].text == want[i].text);
+      if (beam[0] == '4') {
+        CHECK(got[i].id == want[i].id);
+        CHECK(std::abs(got[i].score - want[i].score) <= 1e-4 + 5e-6 * std::abs(want[i].score));
+      }
+    }
+  }
+}
+
 // ---- Hugging Face (the OPUS-MT layout, converted by transformers' own converter) -------------
 
 namespace {
@@ -342,6 +382,11 @@ TEST_CASE("imported models: a user's mistakes are one line naming the problem an
   fails("-m " + unsupported + "aan.npz" + v, "'average-attention' (--transformer-decoder-autoreg)");
   fails("-m " + unsupported + "s2s.npz" + v, "is a Marian 's2s' model, not a Transformer");
   fails("-m " + unsupported + "factored.npz" + v, "uses factored vocabularies");
+  // An ensemble of two Marian models with different vocabularies (each found through its
+  // decoder.yml).
+  fails(
+      "-m " + fixture("post-relu-tiedall/model.npz") + " " + fixture("pre-swish-tiedtrg/model.npz"),
+      "an ensemble's models must share their vocabularies");
   // A directory that is no model at all.
   std::filesystem::create_directories(dir.file("empty"));
   fails("-m " + dir.file("empty"), "is a directory without config.json");

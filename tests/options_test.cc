@@ -35,11 +35,14 @@ void write(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("options: every registry row is complete and its name unique", "[options]") {
-  std::set<std::string> names, model_keys;
+TEST_CASE("options: every registry row is complete and its name unique in each program",
+          "[options]") {
+  std::set<std::pair<std::string, unsigned>> names;
+  std::set<std::string> model_keys;
   for (const tx::app::OptionSpec& s : tx::app::option_registry()) {
     INFO(s.name);
-    CHECK(names.insert(s.name).second);
+    for (unsigned p : {tx::app::kTrain, tx::app::kTranslate, tx::app::kScore, tx::app::kAverage})
+      if (s.programs & p) CHECK(names.insert({s.name, p}).second);
     CHECK_FALSE(s.help.empty());
     CHECK_FALSE(s.group.empty());
     CHECK(s.programs != 0);

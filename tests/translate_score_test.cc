@@ -369,6 +369,83 @@ TEST_CASE("tx-score: model scores are the teacher-forced log-probs, in input ord
   }
 }
 
+TEST_CASE("tx-translate and tx-score: -m A B is an ensemble with --weights", "[apps][ensemble]") {
+  Fixture f;
+  // A second random model over the same vocabulary.
+  tx::nn::ParameterSet params_b;
+  tx::Rng rng_b(29);
+  tx::nn::Transformer model_b(tx::nn::ParamScope(*f.be, params_b, rng_b), f.config);
+  tx::test::perturb_params(*f.be, params_b, rng_b);
+  const std::string model_b_path = f.dir.file("model_b.safetensors");
+  tx::train::save_model(model_b_path, *f.be, f.config, params_b);
+  const std::string vocabs = " -v " + f.vocab_path + " " + f.vocab_path;
+  tx::Rng rng(17);
+  const std::vector<std::string> src = sentences(rng, 12, 6), tgt = sentences(rng, 12, 7);
+  std::ofstream(f.dir.file("src.txt")) << join_lines(src);
+  std::ofstream(f.dir.file("tgt.txt")) << join_lines(tgt);
+  const std::string in = " < " + f.dir.file("src.txt");
+
+  SECTION("a model with itself translates as the model alone, n-best scores included") {
+    const std::string flags = vocabs + " --beam-size 3 --n-best 3 --quiet";
+    Run one = run(f.dir, TX_TRANSLATE_BIN, "-m " + f.model_path + flags + in);
+    Run two = run(f.dir, TX_TRANSLATE_BIN, "-m " + f.model_path + " " + f.model_path + flags + in);
+    REQUIRE(one.status == 0);
+    REQUIRE(two.status == 0);
+    CHECK(split_lines(one.out).size() == 3 * src.size());
+    CHECK(two.out == one.out);
+  }
+  SECTION("tx-score: the weighted sum of each model's teacher-forced log-prob") {
+    Run r = run(f.dir, TX_SCORE_BIN,
+                "-m " + f.model_path + " " + model_b_path + vocabs + " --weights 0.3 0.9 --src " +
+                    f.dir.file("src.txt") + " --tgt " + f.dir.file("tgt.txt") + " --quiet");
+    REQUIRE(r.status == 0);
+    const std::vector<double> scores = parse_scores(r.out);
+    REQUIRE(scores.size() == src.size());
+    for (size_t i = 0; i < src.size(); ++i) {
+      INFO("pair " << i);
+      const double lp_a = teacher_forced_log_prob(f, src[i], tgt[i]);
+      std::swap(f.model, model_b);  // the reference runs model B through the same fixture
+      const double lp_b = teacher_forced_log_prob(f, src[i], tgt[i]);
+      std::swap(f.model, model_b);
+      CHECK(scores[i] == Approx(0.3 * lp_a + 0.9 * lp_b).margin(1e-4));
+      CHECK(std::abs(lp_a - lp_b) > 1e-3);  // two different models: the weights matter
+    }
+  }
+  SECTION("tx-translate: the library's ensemble search (decode_test holds it to a host loop)") {
+    const std::string models = "-m " + f.model_path + " " + model_b_path + vocabs +
+                               " --weights 0.3 0.9 --beam-size 3 --n-best 3 --quiet";
+    Run r = run(f.dir, TX_TRANSLATE_BIN, models + in);
+    REQUIRE(r.status == 0);
+    tx::decode::TranslatorOptions o;
+    o.search.beam_size = o.search.n_best = 3;
+    f.model.prepare_inference(*f.be, tx::ops::WeightForm::f32);
+    model_b.prepare_inference(*f.be, tx::ops::WeightForm::f32);
+    tx::decode::Translator tr(*f.be, {&f.model, &model_b}, *f.vocab, *f.vocab, o, {0.3f, 0.9f});
+    std::istringstream text(join_lines(src));
+    std::ostringstream want;
+    tr.translate_stream(text, want);
+    CHECK(r.out == want.str());
+    // The same models with other weights search otherwise.
+    Run other = run(f.dir, TX_TRANSLATE_BIN,
+                    "-m " + f.model_path + " " + model_b_path + vocabs +
+                        " --weights 0.9 0.3 --beam-size 3 --n-best 3 --quiet" + in);
+    REQUIRE(other.status == 0);
+    CHECK(other.out != r.out);
+  }
+  SECTION("--weights: a count other than the models' or a non-number, one line, exit 2") {
+    for (const std::string& weights : {std::string(" --weights 1"), std::string(" --weights 1 x"),
+                                       std::string(" --weights 1 2 3")}) {
+      INFO(weights);
+      Run r = run(f.dir, TX_TRANSLATE_BIN,
+                  "-m " + f.model_path + " " + model_b_path + vocabs + weights + in);
+      CHECK(r.status == 2);
+      CHECK(r.out.empty());
+      CHECK(one_line(r.err));
+      CHECK_THAT(r.err, Contains("--weights"));
+    }
+  }
+}
+
 TEST_CASE("tx-translate bounds OpenMP spinning unless the user chose a policy",
           "[apps][translate]") {
   Fixture f;

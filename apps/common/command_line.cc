@@ -30,8 +30,13 @@ struct Slot {
         return number;
       case OptionType::text:
         return text;
-      case OptionType::list:
-        return list;
+      case OptionType::list: {
+        // CLI11 gives an option that may stand alone one empty value when it does.
+        json values = json::array();
+        for (const std::string& v : list)
+          if (!(spec->max_values > 0 && v.empty())) values.push_back(v);
+        return values;
+      }
     }
     return json();
   }
@@ -58,6 +63,8 @@ CLI::Option* add(CLI::App& app, Slot& slot) {
     case OptionType::text:
       return app.add_option(names, slot.text, s.help);
     case OptionType::list:
+      if (s.max_values > 0)
+        return app.add_option(names, slot.list, s.help)->expected(0, s.max_values);
       return app.add_option(names, slot.list, s.help);
   }
   return nullptr;

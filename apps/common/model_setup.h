@@ -1,9 +1,12 @@
-// What tx-translate and tx-score do first: open the device, read the model's config (from a
-// tx checkpoint, or from a Marian or Hugging Face model through formats/), load both
-// vocabularies, check that they fit the model, build the Transformer and load its weights.
+// What tx-translate and tx-score do first: open the device; for each model of -m, read its
+// config (from a tx checkpoint, or from a Marian or Hugging Face model through formats/), load
+// its vocabularies, check that they fit the model, build the Transformer and load its weights;
+// for an ensemble, check that every model has the first's vocabularies and read --weights.
 // Header-only: only the programs that run a model (and link tx_backends) include it.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -22,13 +25,11 @@
 
 namespace tx::app {
 
-// The options it reads: model, vocabs (one joint or source + target), device, cpu-threads, tf32,
-// int8, precision.
+// One model of -m on the run's backend. The options it reads: vocabs (one joint or source +
+// target), int8, precision.
 class LoadedModel {
  public:
-  explicit LoadedModel(const Options& options) {
-    if (!options.has("model")) throw UsageError("give the model file with -m/--model");
-    const std::string path = options.text("model");
+  LoadedModel(const Options& options, const std::string& path, Backend& backend) : path_(path) {
     std::vector<std::string> vocabs =
         options.has("vocabs") ? options.list("vocabs") : std::vector<std::string>();
     if (vocabs.size() > 2)
@@ -68,19 +69,17 @@ class LoadedModel {
     check_size("target", config_.tgt_vocab_size, *tgt_vocab_, path);
     check_ids(*src_vocab_, *tgt_vocab_, path);
 
-    register_builtin_backends();
-    backend_ = create_backend(options.text("device"), options.backend_options());
-    model_ = nn::Transformer(nn::ParamScope::for_loading(*backend_, params_), config_);
+    model_ = nn::Transformer(nn::ParamScope::for_loading(backend, params_), config_);
     if (file.format == formats::Format::tx)
-      train::load_model(path, *backend_, config_, params_);
+      train::load_model(path, backend, config_, params_);
     else
-      nn::load_parameters(file.params, *backend_, params_, str("model '", path, "'"));
-    const DType precision = checked_precision(options, *backend_);
-    model_.prepare_inference(*backend_, options.flag("int8")       ? ops::WeightForm::int8
-                                        : precision == DType::bf16 ? ops::WeightForm::bf16
-                                        : precision == DType::f16  ? ops::WeightForm::f16
-                                                                   : ops::WeightForm::f32);
-    detail(options, formats::name_of(file.format), " model ", path, " on ", backend_->name(),
+      nn::load_parameters(file.params, backend, params_, str("model '", path, "'"));
+    const DType precision = checked_precision(options, backend);
+    model_.prepare_inference(backend, options.flag("int8")       ? ops::WeightForm::int8
+                                      : precision == DType::bf16 ? ops::WeightForm::bf16
+                                      : precision == DType::f16  ? ops::WeightForm::f16
+                                                                 : ops::WeightForm::f32);
+    detail(options, formats::name_of(file.format), " model ", path, " on ", backend.name(),
            ": d_model ", config_.d_model, ", ", config_.encoder_layers, "+", config_.decoder_layers,
            " layers, vocabularies ", config_.src_vocab_size, "/", config_.tgt_vocab_size,
            "; architecture ", config_.to_json_string());
@@ -88,7 +87,7 @@ class LoadedModel {
   LoadedModel(const LoadedModel&) = delete;
   LoadedModel& operator=(const LoadedModel&) = delete;
 
-  Backend& backend() const { return *backend_; }
+  const std::string& path() const { return path_; }
   formats::Format format() const { return format_; }
   // A Marian model, or a tx file made from one (tx-average): marian-decoder's search applies.
   bool from_marian() const { return from_marian_; }
@@ -157,13 +156,115 @@ class LoadedModel {
                       "; give the vocabulary the model was trained with"));
   }
 
+  std::string path_;
   io::ModelConfig config_;
   formats::Format format_ = formats::Format::tx;
   bool from_marian_ = false, from_huggingface_ = false;
   std::unique_ptr<data::Vocab> src_vocab_, tgt_vocab_;
-  std::unique_ptr<Backend> backend_;
   nn::ParameterSet params_;
   nn::Transformer model_;
+};
+
+// The models of -m on one backend. One model is the usual run; several are an ensemble
+// (decode::BeamSearch's rule), whose vocabularies are the first model's: every other model must
+// have the same pieces in the same order (a tx model fine-tuned from a Marian one does). The
+// options it reads: model, weights, device, cpu-threads, tf32 and LoadedModel's.
+class LoadedModels {
+ public:
+  explicit LoadedModels(const Options& options) {
+    if (!options.has("model") || options.list("model").empty())
+      throw UsageError("give the model file with -m/--model");
+    const std::vector<std::string> paths = options.list("model");
+    if (options.has("weights")) {
+      const std::vector<std::string> given = options.list("weights");
+      if (given.size() != paths.size())
+        throw UsageError(str("--weights: ", given.size(), " weight", given.size() == 1 ? "" : "s",
+                             " for ", paths.size(), " model", paths.size() == 1 ? "" : "s",
+                             " (-m); give one per model, in -m's order"));
+      for (const std::string& w : given) weights_.push_back(weight(w));
+    }
+    register_builtin_backends();
+    backend_ = create_backend(options.text("device"), options.backend_options());
+    for (const std::string& path : paths) {
+      models_.push_back(std::make_unique<LoadedModel>(options, path, *backend_));
+      if (models_.size() > 1) check_same_vocabs(*models_.front(), *models_.back());
+    }
+    if (models_.size() > 1)
+      detail(options, "ensemble of ", models_.size(), " models, weights ",
+             weights_.empty() ? std::string("1/N each") : join(options.list("weights")));
+  }
+
+  Backend& backend() const { return *backend_; }
+  const LoadedModel& first() const { return *models_.front(); }
+  size_t size() const { return models_.size(); }
+  const LoadedModel& operator[](size_t i) const { return *models_.at(i); }
+  std::vector<const nn::Transformer*> transformers() const {
+    std::vector<const nn::Transformer*> out;
+    for (const auto& m : models_) out.push_back(&m->model());
+    return out;
+  }
+  // One per model as given, or empty: 1/N each (decode::BeamSearch).
+  const std::vector<float>& weights() const { return weights_; }
+  // The weight of model i as the ensemble uses it.
+  double weight(size_t i) const {
+    return weights_.empty() ? 1.0 / double(models_.size()) : double(weights_.at(i));
+  }
+  // The first model's: the vocabularies, the search rule, the positions every model covers.
+  const data::Vocab& src_vocab() const { return first().src_vocab(); }
+  const data::Vocab& tgt_vocab() const { return first().tgt_vocab(); }
+  bool from_marian() const { return first().from_marian(); }
+  bool from_huggingface() const { return first().from_huggingface(); }
+  int64_t max_length() const {
+    int64_t fewest = first().config().max_length;
+    for (const auto& m : models_) fewest = std::min<int64_t>(fewest, m->config().max_length);
+    return fewest;
+  }
+
+ private:
+  static float weight(const std::string& text) {
+    try {
+      size_t used = 0;
+      const float w = std::stof(text, &used);
+      if (used == text.size() && std::isfinite(w)) return w;
+    } catch (const std::exception&) {
+    }
+    throw UsageError(str("--weights: '", text, "' is not a number; give one weight per model"));
+  }
+
+  static std::string join(const std::vector<std::string>& items) {
+    std::string out;
+    for (const std::string& item : items) out += (out.empty() ? "" : " ") + item;
+    return out;
+  }
+
+  // An ensemble's models share the first model's vocabularies: the same pieces under the
+  // same ids, on each side.
+  static void check_same_vocabs(const LoadedModel& first, const LoadedModel& other) {
+    auto differ = [](const data::Vocab& a, const data::Vocab& b) -> std::string {
+      if (a.size() != b.size()) return str(b.size(), " pieces against ", a.size());
+      for (int32_t id = 0; id < a.size(); ++id)
+        if (a.piece(id) != b.piece(id))
+          return str("id ", id, " is '", b.piece(id), "' against '", a.piece(id), "'");
+      return "";
+    };
+    const struct {
+      const char* side;
+      const data::Vocab &a, &b;
+    } sides[] = {{"source", first.src_vocab(), other.src_vocab()},
+                 {"target", first.tgt_vocab(), other.tgt_vocab()}};
+    for (const auto& s : sides) {
+      const std::string why = differ(s.a, s.b);
+      if (!why.empty())
+        throw Error(str("ensemble: the ", s.side, " vocabulary of model '", other.path(), "' ('",
+                        s.b.path(), "') differs from that of model '", first.path(), "' ('",
+                        s.a.path(), "'): ", why,
+                        "; an ensemble's models must share their vocabularies"));
+    }
+  }
+
+  std::unique_ptr<Backend> backend_;
+  std::vector<std::unique_ptr<LoadedModel>> models_;
+  std::vector<float> weights_;
 };
 
 }  // namespace tx::app

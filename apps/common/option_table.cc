@@ -163,14 +163,25 @@ std::vector<OptionSpec> make_registry() {
   auto at_least_zero = [](const json& v) {
     return std::isfinite(v.get<double>()) && v.get<double>() >= 0 ? "" : "must be 0 or more";
   };
-  OptionSpec model = option("model", OptionType::text, nullptr,
-                            "Model to run: a tx .safetensors file, a Marian model.npz or a "
-                            "Hugging Face MarianMTModel directory (docs/models.md); "
-                            "tx-train, and tx-average with --last: the model directory",
-                            kTranslate | kScore | kTrain | kAverage, model_files);
+  // One idea, two shapes (Marian's too: --model in training, --models in decoding): the
+  // programs that run a model take several, an ensemble.
+  OptionSpec models = option("model", OptionType::list, nullptr,
+                             "Models to run: tx .safetensors files, Marian model.npz files or "
+                             "Hugging Face MarianMTModel directories (docs/models.md); several "
+                             "make an ensemble (--weights)",
+                             kTranslate | kScore, model_files);
+  models.short_name = "m";
+  models.required = kTranslate;
+  t.push_back(models);
+  OptionSpec model =
+      option("model", OptionType::text, nullptr, "The model directory (tx-average: with --last)",
+             kTrain | kAverage, model_files);
   model.short_name = "m";
-  model.required = kTranslate;  // tx-train checks its own (its tests parse without)
-  t.push_back(model);
+  t.push_back(model);  // tx-train checks its own (its tests parse without)
+  t.push_back(option("weights", OptionType::list, nullptr,
+                     "Ensemble weights, one per model: each step ranks by the sum of weight x "
+                     "log-prob (Marian's rule); default 1/N each, so scores stay log-probs",
+                     kTranslate | kScore, model_files));
   t.push_back(option("pretrained-model", OptionType::text, "",
                      "Start from this model (a Marian model.npz, a Hugging Face directory or a "
                      "tx model file): its architecture and vocabularies, its weights as the "
@@ -319,6 +330,13 @@ std::vector<OptionSpec> make_registry() {
   t.push_back(option("optimizer-delay", OptionType::integer, 1,
                      "Batches whose gradients are summed per update (per process under mpirun)",
                      kTrain, training, positive));
+  OptionSpec smoothing =
+      option("exponential-smoothing", OptionType::list, nullptr,
+             "Keep exponentially smoothed weights for validation and the model files (Marian's): "
+             "FACTOR (alone: 1e-4) [REFERENCE_TARGET_WORDS_PER_UPDATE]",
+             kTrain, training);
+  smoothing.max_values = 2;
+  t.push_back(smoothing);
   t.push_back(option("after-epochs", OptionType::integer, 0,
                      "Stop after this many epochs; 0 = no limit", kTrain, training, non_negative));
   t.push_back(option("after-updates", OptionType::integer, 0,

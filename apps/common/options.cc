@@ -41,6 +41,8 @@ json typed(const OptionSpec& spec, const json& v) {
     case OptionType::text:
       return v.is_string() ? v : json();
     case OptionType::list:
+      // A config's "model": "a.npz" is a list of one, as Marian's YAML reads a scalar.
+      if (v.is_string()) return json::array({v});
       if (!v.is_array()) return json();
       for (const json& item : v)
         if (!item.is_string()) return json();

@@ -56,6 +56,9 @@ struct OptionSpec {
   unsigned required = 0;    // Program bits that need a value (from the command line or --config)
   std::string short_name;   // "o" for "-o"; empty for none
   bool positional = false;  // bare arguments fill it (one list option per program at most)
+  // A list option given alone ("--exponential-smoothing") is an empty list, and takes at most
+  // this many values; 0: at least one value, no limit.
+  int max_values = 0;
   // The ModelConfig JSON key this option sets ("d_model"), or empty: the model options take
   // their defaults and --task presets from io::ModelConfig, the one description of a model.
   std::string model_key;

@@ -1,5 +1,6 @@
 #include "decode/translator.h"
 
+#include <algorithm>
 #include <charconv>
 #include <memory>
 #include <sstream>
@@ -50,21 +51,32 @@ std::function<bool(SourceSentence&)> sentences_of(
 
 Translator::Translator(Backend& be, const nn::Transformer& model, const data::Vocab& src_vocab,
                        const data::Vocab& tgt_vocab, TranslatorOptions options)
+    : Translator(be, std::vector<const nn::Transformer*>{&model}, src_vocab, tgt_vocab, options) {}
+
+Translator::Translator(Backend& be, std::vector<const nn::Transformer*> models,
+                       const data::Vocab& src_vocab, const data::Vocab& tgt_vocab,
+                       TranslatorOptions options, std::vector<float> weights)
     : src_vocab_(src_vocab),
       tgt_vocab_(tgt_vocab),
       options_(options),
-      search_(be, model, options.search) {
-  TX_CHECK(model.config().src_vocab_size == src_vocab.size(), "the model's source vocabulary has ",
-           model.config().src_vocab_size, " ids but '", src_vocab.path(), "' has ",
-           src_vocab.size(), "; give the vocabulary the model was trained with");
-  TX_CHECK(model.config().tgt_vocab_size == tgt_vocab.size(), "the model's target vocabulary has ",
-           model.config().tgt_vocab_size, " ids but '", tgt_vocab.path(), "' has ",
-           tgt_vocab.size(), "; give the vocabulary the model was trained with");
+      search_(be, models, options.search, std::move(weights)) {
+  int64_t max_length = models.front()->config().max_length;
+  for (const nn::Transformer* model : models) {
+    TX_CHECK(model->config().src_vocab_size == src_vocab.size(),
+             "the model's source vocabulary has ", model->config().src_vocab_size, " ids but '",
+             src_vocab.path(), "' has ", src_vocab.size(),
+             "; give the vocabulary the model was trained with");
+    TX_CHECK(model->config().tgt_vocab_size == tgt_vocab.size(),
+             "the model's target vocabulary has ", model->config().tgt_vocab_size, " ids but '",
+             tgt_vocab.path(), "' has ", tgt_vocab.size(),
+             "; give the vocabulary the model was trained with");
+    max_length = std::min<int64_t>(max_length, model->config().max_length);
+  }
   if (options_.deterministic) options_.batching.max_sentences = 1;
   if (options_.force_decode) options_.batching.prefix_vocab = &tgt_vocab_;
-  options_.batching.ids = data::special_ids(model.config());
-  // Positions 0 .. max_length - 1 hold the source tokens and eos.
-  const int64_t fits = model.config().max_length - 1;
+  options_.batching.ids = data::special_ids(models.front()->config());
+  // Positions 0 .. max_length - 1 hold the source tokens and eos (of every model).
+  const int64_t fits = max_length - 1;
   if (options_.batching.max_source_tokens <= 0 || options_.batching.max_source_tokens > fits)
     options_.batching.max_source_tokens = fits;
 }

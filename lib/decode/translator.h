@@ -41,6 +41,10 @@ class Translator {
   // model's.
   Translator(Backend& be, const nn::Transformer& model, const data::Vocab& src_vocab,
              const data::Vocab& tgt_vocab, TranslatorOptions options = {});
+  // An ensemble (BeamSearch's rule and weights): the vocabularies are every model's.
+  Translator(Backend& be, std::vector<const nn::Transformer*> models, const data::Vocab& src_vocab,
+             const data::Vocab& tgt_vocab, TranslatorOptions options = {},
+             std::vector<float> weights = {});
 
   // Translates every line of `in` (named `name` in errors) to `out`, as described above;
   // returns the number of lines. A source longer than the model's positions cover (its

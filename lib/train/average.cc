@@ -17,8 +17,10 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// Adam's moments and the smoothed weights of a training checkpoint: not the model's.
 bool is_optimiser_state(const std::string& name) {
-  return name.compare(0, std::strlen("adam."), "adam.") == 0;
+  return name.compare(0, std::strlen("adam."), "adam.") == 0 ||
+         name.compare(0, std::strlen(kSmoothedPrefix), kSmoothedPrefix) == 0;
 }
 
 // Two spellings of one file (relative, "..", symlinks, hard links) count as the same.

@@ -166,14 +166,17 @@ void load_model(const std::string& path, Backend& be, const io::ModelConfig& con
   check_config(path, reader.metadata(), config);
   load_tensors(
       reader, be, param_targets(params),
-      [](const std::string& name) { return starts_with(name, "adam."); },
+      [](const std::string& name) {
+        return starts_with(name, "adam.") || starts_with(name, kSmoothedPrefix);
+      },
       "; the file is damaged or from another model version: build the model from the "
       "checkpoint's config (read_model_config)");
 }
 
 void save_checkpoint(const std::string& path, Backend& be, const io::ModelConfig& config,
                      const nn::ParameterSet& params, const Adam& adam, const TrainingState& state,
-                     const std::map<std::string, std::string>& extra) {
+                     const std::map<std::string, std::string>& extra,
+                     const NamedTensors& smoothed) {
   TX_CHECK(&adam.params() == &params && adam.params().size() == params.size(),
            "save_checkpoint: the optimiser was made for another parameter set; pass the "
            "model's own Adam");
@@ -185,6 +188,7 @@ void save_checkpoint(const std::string& path, Backend& be, const io::ModelConfig
     file.add(download(be, kAdamMPrefix + items[i].first, adam.m(i)));
   for (size_t i = 0; i < items.size(); ++i)
     file.add(download(be, kAdamVPrefix + items[i].first, adam.v(i)));
+  for (const auto& [name, tensor] : smoothed) file.add(download(be, name, tensor));
   const AdamOptions& o = adam.options();
   file.metadata[kOptimizerKey] = json{
       {"type", "adam"},          {"step", adam.steps()}, {"beta1", o.beta1},
@@ -226,11 +230,24 @@ TrainingState load_checkpoint(const std::string& path, Backend& be, const io::Mo
   for (size_t i = 0; i < items.size(); ++i)
     targets.push_back({kAdamVPrefix + items[i].first, adam.v(i)});
   load_tensors(
-      reader, be, targets, [](const std::string&) { return false; },
+      reader, be, targets,
+      [](const std::string& name) { return starts_with(name, kSmoothedPrefix); },
       "; the file is damaged or from another model version: build the model from the "
       "checkpoint's config (read_model_config)");
   adam.set_steps(step);
   return state;
+}
+
+bool load_smoothed(const std::string& path, Backend& be, const NamedTensors& smoothed) {
+  io::SafetensorsReader reader(path);
+  if (smoothed.empty() || !reader.find(smoothed.front().first)) return false;
+  std::vector<Target> targets;
+  for (const auto& [name, tensor] : smoothed) targets.push_back({name, tensor});
+  load_tensors(
+      reader, be, targets,
+      [](const std::string& name) { return !starts_with(name, kSmoothedPrefix); },
+      "; the file's smoothed weights are incomplete: the file is damaged");
+  return true;
 }
 
 std::map<std::string, std::string> read_checkpoint_metadata(const std::string& path) {

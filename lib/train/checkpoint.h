@@ -23,6 +23,8 @@
 
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backend/backend.h"
 #include "io/model_config.h"
@@ -57,16 +59,26 @@ io::ModelConfig read_model_config(const std::string& path);
 void load_model(const std::string& path, Backend& be, const io::ModelConfig& config,
                 const nn::ParameterSet& params);
 
-// Writes everything a resumed run needs (see the top of this file).
+// Tensors saved beside the parameters under their own names (the smoothed weights,
+// "ema.<parameter>": train/smoothing.h).
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+constexpr const char* kSmoothedPrefix = "ema.";
+
+// Writes everything a resumed run needs (see the top of this file), and `smoothed`.
 void save_checkpoint(const std::string& path, Backend& be, const io::ModelConfig& config,
                      const nn::ParameterSet& params, const Adam& adam, const TrainingState& state,
-                     const std::map<std::string, std::string>& extra = {});
+                     const std::map<std::string, std::string>& extra = {},
+                     const NamedTensors& smoothed = {});
 
 // Restores parameters, Adam's moments and step count, and returns the trainer state. Adam's
 // options stay the caller's (a resumed run may change clip_norm); `adam` must be over
 // `params`.
+// The file's smoothed tensors are left for load_smoothed.
 TrainingState load_checkpoint(const std::string& path, Backend& be, const io::ModelConfig& config,
                               const nn::ParameterSet& params, Adam& adam);
+// Fills `smoothed` from the checkpoint's tensors of the same names and returns true, or returns
+// false when it has none (a run that turns smoothing on when it resumes).
+bool load_smoothed(const std::string& path, Backend& be, const NamedTensors& smoothed);
 
 // The metadata of a checkpoint (header only), e.g. to show its training state.
 std::map<std::string, std::string> read_checkpoint_metadata(const std::string& path);

@@ -372,6 +372,11 @@ TrainerResult Trainer::run() {
   LossScaler scaler(scaling);
   if (scaler.enabled() && state.loss_scale > 0)
     scaler.restore(state.loss_scale, state.loss_scale_clean);
+  UpdateStep step(be_, model, params, adam, graph, config, world, o.optimizer_delay, scaler);
+  ExponentialSmoothing smoothing(be_, params, step.flat_params(), o.smoothing);
+  if (smoothing.enabled() && result.resumed && !load_smoothed(ckpt, be_, smoothing.tensors()) &&
+      !quiet)
+    log("the checkpoint has no smoothed weights: smoothing starts from its weights");
   if (!quiet)
     log("model: ", grouped(params.numel()), " parameters, vocabularies ",
         grouped(config.src_vocab_size), "/", grouped(config.tgt_vocab_size), "; learning rate ",
@@ -379,6 +384,12 @@ TrainerResult Trainer::run() {
   if (!quiet && o.precision != DType::f32)
     log("precision: ", name_of(o.precision), " GEMM operands, f32 sums, weights and optimiser",
         scaler.enabled() ? str("; loss scale ", scaler.scale()) : std::string());
+  if (!quiet && smoothing.enabled())
+    log("exponential smoothing: factor ", o.smoothing.factor,
+        o.smoothing.reference_words > 0
+            ? str(" per ", grouped(o.smoothing.reference_words), " target words")
+            : std::string(),
+        "; validation and the model files use the smoothed weights");
   if (!quiet && ranks > 1)
     log("data parallel: ", world.describe(), "; an update is ", ranks, " x ", o.optimizer_delay,
         " batches");
@@ -399,13 +410,17 @@ TrainerResult Trainer::run() {
 
   // The model files of the weights as they are now: model.safetensors, and the snapshot
   // --keep-last keeps (older ones beyond the newest keep_last removed). Each names its update.
+  // With smoothing, the smoothed weights (swapped in and out around the writes).
   auto save_models = [&]() {
     if (!writer) return;
     std::map<std::string, std::string> meta = model_meta;
     meta[kUpdateKey] = std::to_string(state.update);
+    smoothing.swap();
     save_model(model_path(o.model_dir), be_, config, params, meta);
+    if (o.keep_last > 0)
+      save_model(snapshot_path(o.model_dir, state.update), be_, config, params, meta);
+    smoothing.swap();
     if (o.keep_last <= 0) return;
-    save_model(snapshot_path(o.model_dir, state.update), be_, config, params, meta);
     std::vector<std::pair<int64_t, std::string>> old = snapshots(o.model_dir);
     for (size_t i = 0; i + size_t(o.keep_last) < old.size(); ++i) fs::remove(old[i].second, ec);
   };
@@ -419,7 +434,7 @@ TrainerResult Trainer::run() {
     state.loss_scale = scaler.enabled() ? scaler.scale() : 0;
     state.loss_scale_clean = scaler.enabled() ? scaler.clean_updates() : 0;
     graph.trim();  // the host copies of the checkpoint need not stack on the step's memory
-    if (writer) save_checkpoint(ckpt, be_, config, params, adam, state);
+    if (writer) save_checkpoint(ckpt, be_, config, params, adam, state, {}, smoothing.tensors());
     save_models();
   };
   // After a crash between the checkpoint's rename and the model's, model.safetensors is one
@@ -455,8 +470,6 @@ TrainerResult Trainer::run() {
     }
   };
 
-  UpdateStep step(be_, model, params, adam, graph, config, world, o.optimizer_delay, scaler);
-
   // TX_PROFILE=1: each log line also says how much of its span went to GEMMs (a diagnostic for
   // bench/peers/train.py; GEMMs are synchronised, so a GPU loses its overlap).
   if (const char* p = std::getenv("TX_PROFILE"); p && *p && std::string(p) != "0") {
@@ -489,6 +502,7 @@ TrainerResult Trainer::run() {
     span_reduce_secs += update.reduce_secs;
     ++state.update;
     ++span_updates;
+    if (!info.skipped) smoothing.update(state.update - 1, update.tokens);
     if (info.skipped && !quiet) {
       if (scaler.enabled())
         log("update ", grouped(state.update), ": fp16 gradients overflowed at loss scale ",
@@ -539,7 +553,8 @@ TrainerResult Trainer::run() {
     if (validate && state.update % o.valid_freq == 0) {
       // Rank 0 validates; every process takes its score, so all stop early together.
       Validation v;
-      graph.trim();  // validation's own arena need not stack on the training step's
+      graph.trim();      // validation's own arena need not stack on the training step's
+      smoothing.swap();  // validation, and the best model's file, on the smoothed weights
       if (writer) v = validator->run(model);
       world.broadcast(&v, sizeof v, 0);
       const double score = v.score(stopper.metric());
@@ -564,6 +579,7 @@ TrainerResult Trainer::run() {
         save_model(
             (fs::path(o.model_dir) / ("model.best-" + stopper.metric() + ".safetensors")).string(),
             be_, config, params, model_meta);
+      smoothing.swap();
       if (stopper.should_stop()) {
         if (!quiet)
           log("early stopping: ", stopper.metric(), " did not improve in ", stopper.stalled(),

@@ -43,6 +43,7 @@
 #include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
+#include "train/smoothing.h"
 
 namespace tx::train {
 
@@ -73,6 +74,9 @@ struct TrainerOptions {
   // weights and optimiser either way. f16 scales the loss (loss_scaling.enabled is set here).
   DType precision = DType::f32;
   LossScalerOptions loss_scaling;
+  // --exponential-smoothing: validation and the model files use the smoothed weights; the
+  // checkpoint holds both (train/smoothing.h).
+  SmoothingOptions smoothing;
 
   int64_t after_epochs = 0;   // 0: no limit
   int64_t after_updates = 0;  // total updates (a resumed run counts those done before)

@@ -28,7 +28,8 @@ UpdateStep::UpdateStep(Backend& be, nn::Transformer& model, nn::ParameterSet& pa
     scratch_views_ = views_of(scratch_);
   }
   // The parameters in one buffer too: each Adam step is one norm and one update over both.
-  adam_.set_flat(params_.make_contiguous(be_), flat_.slice(0, n_grads_));
+  flat_params_ = params_.make_contiguous(be_);
+  adam_.set_flat(flat_params_, flat_.slice(0, n_grads_));
 }
 
 std::vector<Tensor> UpdateStep::views_of(const Tensor& buffer) const {

@@ -66,6 +66,8 @@ class UpdateStep {
              const std::function<bool()>& stop_requested);
 
   int64_t batches_per_update() const { return batches_per_update_; }
+  // Every parameter's value, in order, in one buffer (ParameterSet::make_contiguous).
+  const Tensor& flat_params() const { return flat_params_; }
 
  private:
   std::vector<Tensor> views_of(const Tensor& buffer) const;
@@ -82,7 +84,7 @@ class UpdateStep {
   LossScaler& scaler_;
   int64_t batches_per_update_;
   int64_t n_grads_;
-  Tensor flat_, scratch_;
+  Tensor flat_, scratch_, flat_params_;
   std::vector<Tensor> sum_views_, scratch_views_;
 };
 
