@@ -3,7 +3,9 @@
 
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -20,8 +22,8 @@ using tx::test::TempDir;
 using tx::train::Trainer;
 using tx::train::TrainerOptions;
 
-using tx::test::write_reversal_corpus;
 using tx::test::tiny_options;
+using tx::test::write_reversal_corpus;
 
 std::string error_of(const std::function<void()>& f) {
   try {
@@ -238,3 +240,58 @@ TEST_CASE("tx-train: a bad flag exits 2, a tiny run exits 0 and logs on stderr",
   CHECK(std::filesystem::exists(dir.file("m/model.safetensors")));
   CHECK(count_lines(dir.file("m/train.log.jsonl")) == 2);
 }
+
+#ifdef TX_SCORE_BIN  // runs the programs: not in the emulated-CUDA test binary
+TEST_CASE(
+    "trainer: validation BLEU and chrF are tx-translate + tx-score's, and pick the best model",
+    "[trainer]") {
+  auto be = tx::test::cpu_backend();
+  TempDir dir;
+  TrainerOptions o = tiny_options(dir);
+  o.after_updates = 60;
+  o.valid_src = dir.file("valid.src");
+  o.valid_tgt = dir.file("valid.tgt");
+  o.valid_freq = o.save_freq = 20;
+  o.keep_last = 3;
+  o.valid_metrics = {"bleu", "chrf"};
+  o.early_stopping = 0;
+  o.beam_size = 2;
+  Trainer(*be, o).run();
+
+  std::map<int64_t, std::pair<double, double>> logged;  // update -> (bleu, chrf)
+  std::ifstream in(Trainer::log_path(o.model_dir));
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j["type"] == "valid")
+      logged[j["update"].get<int64_t>()] = {j["bleu"].get<double>(), j["chrf"].get<double>()};
+  }
+  REQUIRE(logged.size() == 3);
+  int64_t best_update = 0;
+  double best = -1;
+  std::set<double> distinct;
+  for (const auto& [update, scores] : logged) {
+    INFO("update " << update);
+    const std::string model = Trainer::snapshot_path(o.model_dir, update);
+    tx::test::Run t = tx::test::run_program(
+        dir, TX_TRANSLATE_BIN,
+        "-m " + model + " -v " + o.model_dir + "/vocab.spm --beam-size 2 --quiet < " + o.valid_src);
+    REQUIRE(t.status == 0);
+    tx::test::write_file(dir.file("hyp.txt"), t.out);
+    tx::test::Run s = tx::test::run_program(
+        dir, TX_SCORE_BIN,
+        "--metrics bleu,chrf --score-only -r " + o.valid_tgt + " -i " + dir.file("hyp.txt"));
+    REQUIRE(s.status == 0);
+    const std::vector<std::string> lines = tx::test::split_lines(s.out);
+    REQUIRE(lines.size() == 2);
+    CHECK(std::stod(lines[0]) == Approx(scores.first).margin(0.006));
+    CHECK(std::stod(lines[1]) == Approx(scores.second).margin(0.006));
+    distinct.insert(scores.first);
+    if (scores.first > best) best = scores.first, best_update = update;
+  }
+  CHECK(distinct.size() > 1);  // the runs differ, so the pick below means something
+  // The best model is the snapshot of the best BLEU (the first metric).
+  const auto best_file = tx::test::tensors(o.model_dir + "/model.best-bleu.safetensors");
+  const auto snapshot = tx::test::tensors(Trainer::snapshot_path(o.model_dir, best_update));
+  CHECK(best_file == snapshot);
+}
+#endif

@@ -359,13 +359,15 @@ std::vector<OptionSpec> make_registry() {
   t.push_back(option("valid-freq", OptionType::integer, 10000, "Validate every this many updates",
                      kTrain, validation, positive));
   t.push_back(option("valid-metrics", OptionType::list, json::array({"cross-entropy"}),
-                     "Validation metrics: cross-entropy, perplexity, bleu; the first drives "
-                     "early stopping",
+                     "Validation metrics: cross-entropy, perplexity, bleu, chrf (the last two "
+                     "translate the validation set with --beam-size); the first drives early "
+                     "stopping and names the best model",
                      kTrain, validation, [](const json& v) {
                        for (const json& m : v) {
                          const std::string s = m.get<std::string>();
-                         if (s != "cross-entropy" && s != "perplexity" && s != "bleu")
-                           return "'" + s + "' is not one of cross-entropy, perplexity, bleu";
+                         if (s != "cross-entropy" && s != "perplexity" && s != "bleu" &&
+                             s != "chrf")
+                           return "'" + s + "' is not one of cross-entropy, perplexity, bleu, chrf";
                        }
                        return v.empty() ? std::string("needs at least one metric") : std::string();
                      }));

@@ -177,13 +177,10 @@ TrainerResult Trainer::run() {
     require_file(o.valid_src, "validation source file (--valid-sets)");
     require_file(o.valid_tgt, "validation target file (--valid-sets)");
     TX_CHECK(!o.valid_metrics.empty(),
-             "--valid-metrics is empty; give cross-entropy, "
-             "perplexity or bleu");
+             "--valid-metrics is empty; give cross-entropy, perplexity, bleu or chrf");
     for (const std::string& m : o.valid_metrics)
-      TX_CHECK(m == "cross-entropy" || m == "perplexity" || m == "bleu",
-               "unknown validation "
-               "metric '",
-               m, "'; use cross-entropy, perplexity or bleu");
+      TX_CHECK(m == "cross-entropy" || m == "perplexity" || m == "bleu" || m == "chrf",
+               "unknown validation metric '", m, "'; use cross-entropy, perplexity, bleu or chrf");
   }
   TX_CHECK(o.optimizer_delay >= 1, "--optimizer-delay must be 1 or more");
   TX_CHECK(o.disp_freq >= 1 && o.save_freq >= 1 && o.valid_freq >= 1,
@@ -313,6 +310,8 @@ TrainerResult Trainer::run() {
     vo.translate_max_tokens = o.valid_max_tokens;
     vo.bleu =
         std::find(o.valid_metrics.begin(), o.valid_metrics.end(), "bleu") != o.valid_metrics.end();
+    vo.chrf =
+        std::find(o.valid_metrics.begin(), o.valid_metrics.end(), "chrf") != o.valid_metrics.end();
     vo.beam_size = o.beam_size;
     vo.normalize = o.normalize;
     vo.gemm_dtype = o.precision;
@@ -571,6 +570,10 @@ TrainerResult Trainer::run() {
       if (v.bleu >= 0) {
         j["bleu"] = v.bleu;
         line += " : bleu : " + fixed(v.bleu, 2);
+      }
+      if (v.chrf >= 0) {
+        j["chrf"] = v.chrf;
+        line += " : chrf : " + fixed(v.chrf, 2);
       }
       line += best ? " : new best" : str(" : stalled ", stopper.stalled(), " times");
       if (!quiet) log(line);

@@ -8,6 +8,7 @@
 #include "decode/translator.h"
 #include "graph/graph.h"
 #include "metrics/bleu.h"
+#include "metrics/chrf.h"
 #include "metrics/read_lines.h"
 #include "train/batch_loss.h"
 
@@ -16,6 +17,7 @@ namespace tx::train {
 double Validation::score(const std::string& metric) const {
   if (metric == "cross-entropy") return ce;
   if (metric == "perplexity") return perplexity;
+  if (metric == "chrf") return chrf;
   return bleu;
 }
 
@@ -30,7 +32,7 @@ Validator::Validator(Backend& be, const io::ModelConfig& config, const data::Voc
       corpus_(data::load_parallel_corpus(src, tgt, src_vocab, tgt_vocab, corpus_options)) {
   TX_CHECK(corpus_.size() > 0, "validation files '", src, "' and '", tgt,
            "' hold no usable sentence pair; give a non-empty validation set");
-  if (options_.bleu) {
+  if (options_.bleu || options_.chrf) {
     src_lines_ = metrics::read_lines(src);
     refs_ = metrics::read_lines(tgt);
   }
@@ -57,13 +59,15 @@ Validation Validator::run(const nn::Transformer& model) const {
   g.reset();
   v.ce = sum / double(std::max<int64_t>(tokens, 1));
   v.perplexity = std::exp(v.ce);
-  if (options_.bleu) {
+  if (options_.bleu || options_.chrf) {
     decode::TranslatorOptions to;
     to.search.beam_size = options_.beam_size;
     to.search.length_penalty = options_.normalize;
     to.batching.max_tokens = options_.translate_max_tokens;
     decode::Translator translator(be_, model, src_vocab_, tgt_vocab_, to);
-    v.bleu = metrics::corpus_bleu(translator.translate_lines(src_lines_), {refs_}).score;
+    const std::vector<std::string> hyps = translator.translate_lines(src_lines_);
+    if (options_.bleu) v.bleu = metrics::corpus_bleu(hyps, {refs_}).score;
+    if (options_.chrf) v.chrf = metrics::corpus_chrf(hyps, {refs_}).score;
   }
   return v;
 }

@@ -1,5 +1,6 @@
 // Validator: tx-train's validation: cross-entropy and perplexity per target token on the
-// validation set, and, when asked, BLEU of its translation (beam search, sacreBLEU's 13a).
+// validation set, and, when asked, BLEU (sacreBLEU's 13a) and chrF of its translation (beam
+// search).
 #pragma once
 
 #include <string>
@@ -18,8 +19,9 @@ struct Validation {
   double ce = 0;  // per target token
   double perplexity = 0;
   double bleu = -1;  // -1: not computed
+  double chrf = -1;  // -1: not computed
 
-  // The figure of one of --valid-metrics: cross-entropy, perplexity or bleu.
+  // The figure of one of --valid-metrics: cross-entropy, perplexity, bleu or chrf.
   double score(const std::string& metric) const;
 };
 
@@ -27,6 +29,8 @@ struct ValidatorOptions {
   int64_t max_tokens = 4096;            // per batch of the cross-entropy's forward passes
   int64_t translate_max_tokens = 4096;  // per batch of the BLEU translation
   bool bleu = false;
+  bool chrf =
+      false;  // chrF (sacreBLEU's defaults: character 6-grams, beta 2) of the same translation
   int beam_size = 6;
   float normalize = 1.0f;  // tx-translate's --normalize
   // The cross-entropy's GEMM operands (--precision; Graph's gemm_dtype). The BLEU translation
