@@ -266,6 +266,44 @@ TEMPLATE_TEST_CASE("graph: dropout is the identity when not training and replays
   for (int64_t i = 0; i < n; ++i) CHECK(gx[i] == Approx(h1[i] == 0.0f ? 0.0 : 1.0 / 0.7));
 }
 
+TEMPLATE_TEST_CASE("graph: drop_rows zeroes whole rows at the stated rate and scales the rest",
+                   "[graph]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  tx::Rng rng(10);
+  const int64_t B = 40, T = 50, D = 8, n = B * T;
+  Var x = input(*be, random_normal(rng, n * D), {B, T, D});
+  Graph eval(*be, GraphOptions{true, false});
+  CHECK(tx::ops::drop_rows(eval, x, 0.25f) == x);
+
+  Graph train(*be, GraphOptions{true, true, /*seed=*/43});
+  Var y = tx::ops::drop_rows(train, x, 0.25f);
+  Var again = tx::ops::drop_rows(train, x, 0.25f);
+  CHECK(y->value.shape() == x->value.shape());
+  auto xh = be->download<float>(x->value), yh = be->download<float>(y->value),
+       ah = be->download<float>(again->value);
+  int dropped = 0, differ = 0;
+  std::vector<bool> kept(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) {
+    int zeros = 0;
+    for (int64_t d = 0; d < D; ++d) zeros += yh[r * D + d] == 0.0f;
+    INFO("row " << r);
+    REQUIRE((zeros == 0 || zeros == D));  // whole rows, never parts of one
+    kept[r] = zeros == 0;
+    dropped += !kept[r];
+    differ += (ah[r * D] == 0.0f) != !kept[r];
+    if (kept[r])
+      for (int64_t d = 0; d < D; ++d) CHECK(yh[r * D + d] == xh[r * D + d] * (1.0f / 0.75f));
+  }
+  // 2,000 rows at p = 0.25: 500 expected, standard deviation 19.4.
+  CHECK(dropped == Approx(500).margin(80));
+  CHECK(differ > n / 8);  // each call draws fresh rows
+
+  train.backward(tx::ops::sum(train, y));
+  auto gx = be->download<float>(x->grad);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t d = 0; d < D; ++d) CHECK(gx[r * D + d] == Approx(kept[r] ? 1.0 / 0.75 : 0.0));
+}
+
 TEMPLATE_TEST_CASE(
     "graph: relu_dropout equals relu then dropout, forward and backward, bit for bit", "[graph]",
     TX_BACKENDS) {

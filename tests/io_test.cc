@@ -439,6 +439,7 @@ TEST_CASE("io ModelConfig: JSON round trip, also through safetensors metadata", 
   c.tied_embeddings = tx::io::TiedEmbeddings::decoder;
   c.pre_norm = true;
   c.attention_dropout = 0.1f;
+  c.dropout_src = 0.15f;
   c.norm_eps = 1e-6f;
   c.max_length = 256;
   std::string text = c.to_json_string();
@@ -446,7 +447,7 @@ TEST_CASE("io ModelConfig: JSON round trip, also through safetensors metadata", 
                        Contains("\"norm_eps\":1e-06"));
   CHECK(ModelConfig::from_json_string(text) == c);
   CHECK(ModelConfig::from_json(c.to_json()) == c);
-  CHECK(c.to_json().size() == 28);
+  CHECK(c.to_json().size() == 30);
   // The imported models' variants travel too.
   ModelConfig v = c;
   v.embed_scale = false;

@@ -108,17 +108,19 @@ TEMPLATE_TEST_CASE("smoothing: the saved models are the smoothed sequence of the
   for (const auto& [name, values] : ckpt_plain) CHECK(avg.at(name) == values);
 }
 
-TEMPLATE_TEST_CASE("smoothing: N updates, stop, resume equals 2N straight, bit for bit",
+TEMPLATE_TEST_CASE("smoothing and word dropout: N updates, stop, resume equals 2N straight",
                    "[smoothing][trainer]", TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);
   TempDir straight, split;
   TrainerOptions a = tx::test::tiny_options(straight);
   a.smoothing.factor = 0.01;
+  a.model.dropout_src = a.model.dropout_trg = 0.1f;  // word dropout's draws resume too
   a.after_updates = 14;
   Trainer(*be, a).run();
 
   TrainerOptions b = tx::test::tiny_options(split);
   b.smoothing.factor = 0.01;
+  b.model.dropout_src = b.model.dropout_trg = 0.1f;
   b.after_updates = 7;
   Trainer(*be, b).run();
   b.after_updates = 14;
@@ -151,4 +153,27 @@ TEST_CASE("tx-train --exponential-smoothing: alone is Marian's 1e-4, bad values 
     CHECK(tx::test::one_line(r.err));
     if (bad != "0.1 2 3") CHECK_THAT(r.err, Catch::Contains("exponential-smoothing"));
   }
+}
+
+TEST_CASE("tx-train --dropout-src/--dropout-trg: in the model's config, and they change training",
+          "[trainer]") {
+  TempDir dir;
+  const std::string flags = tx::test::tiny_flags(dir) + " --after-updates 4 --dropout 0";
+  tx::test::Run plain = tx::test::run_program(dir, TX_TRAIN_BIN, flags);
+  REQUIRE(plain.status == 0);
+  tx::test::Run dropped =
+      tx::test::run_program(dir, TX_TRAIN_BIN,
+                            tx::test::tiny_flags(dir, "w") +
+                                " --after-updates 4 --dropout 0 --dropout-src 0.3 "
+                                "--dropout-trg 0.2");
+  INFO(dropped.err);
+  REQUIRE(dropped.status == 0);
+  const tx::io::ModelConfig c = tx::train::read_model_config(Trainer::model_path(dir.file("w")));
+  CHECK(c.dropout_src == 0.3f);
+  CHECK(c.dropout_trg == 0.2f);
+  CHECK(tx::test::tensors(Trainer::model_path(dir.file("w"))) !=
+        tx::test::tensors(Trainer::model_path(dir.file("m"))));
+  tx::test::Run bad = tx::test::run_program(dir, TX_TRAIN_BIN, flags + " --dropout-src 1.5");
+  CHECK(bad.status == 2);
+  CHECK(tx::test::one_line(bad.err));
 }

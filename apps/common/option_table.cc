@@ -119,6 +119,10 @@ std::vector<OptionSpec> make_registry() {
                            "Dropout on attention probabilities", rate));
   t.push_back(
       model_option("relu-dropout", "relu_dropout", "Dropout inside the feed-forward layers", rate));
+  t.push_back(model_option("dropout-src", "dropout_src",
+                           "Word dropout: whole source token embeddings zeroed (Marian's)", rate));
+  t.push_back(model_option("dropout-trg", "dropout_trg",
+                           "Word dropout: whole target token embeddings zeroed (Marian's)", rate));
   t.push_back(model_option("label-smoothing", "label_smoothing", "Label smoothing epsilon", rate));
   t.push_back(model_option("tied-embeddings", "tied_embeddings",
                            "Shared embeddings: none, decoder (target = output) or all",

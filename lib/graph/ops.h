@@ -61,6 +61,10 @@ Var swish(Graph& g, const Var& x);  // x * sigmoid(x); its backward reads x
 // Inverted dropout with probability p; the identity (x itself) when the graph is not training
 // or p == 0. The mask comes from the graph's Rng and is recomputed in the backward.
 Var dropout(Graph& g, const Var& x, float p);
+// Word dropout: each row of x [..., D] (a token's embedding) zeroed with probability p, the
+// others scaled by 1 / (1 - p); the identity when the graph is not training or p == 0. The
+// rows' draws come from the graph's Rng.
+Var drop_rows(Graph& g, const Var& x, float p);
 // x [B, T, D] + the sinusoidal encoding of positions start, start+1, ... in `layout`.
 Var add_positions(Graph& g, const Var& x, int64_t start = 0,
                   math::PositionLayout layout = math::PositionLayout::interleaved);

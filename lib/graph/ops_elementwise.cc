@@ -1,4 +1,8 @@
-// Elementwise ops: add, scale, relu, swish, dropout, positional encoding, reshape.
+// Elementwise ops: add, scale, relu, swish, dropout, word dropout, positional encoding, reshape.
+#include <algorithm>
+#include <vector>
+
+#include "core/rng.h"
 #include "graph/ops.h"
 
 namespace tx::ops {
@@ -84,6 +88,33 @@ Var relu_dropout(Graph& g, const Var& x, float p) {
       // dropout_backward's, so the gradient equals the two separate ops' bit for bit.
       g.backend().scale(y->grad, 1.0f / (1.0f - p), y->grad);
       g.backend().relu_backward(y->grad, y->value, g.grad(x));
+    });
+  return y;
+}
+
+Var drop_rows(Graph& g, const Var& x, float p) {
+  if (!g.training() || p == 0.0f) return x;
+  const Shape shape = x->value.shape();
+  const int64_t D = shape[-1], N = x->value.numel() / std::max<int64_t>(D, 1);
+  const uint64_t seed = g.rng().seed();
+  const uint64_t offset = g.rng().take(static_cast<uint64_t>(N));
+  // Drawn on the host (N numbers, not N * D), as the elementwise dropout draws each element.
+  std::vector<int32_t> rows(static_cast<size_t>(N));
+  for (int64_t i = 0; i < N; ++i)
+    rows[i] = dropout_uniform(seed, offset + static_cast<uint64_t>(i)) >= p
+                  ? static_cast<int32_t>(i)
+                  : -1;  // gather_rows writes a zero row
+  Backend& be = g.backend();
+  const Tensor index = be.upload(rows, {N});
+  const float keep_scale = 1.0f / (1.0f - p);
+  const bool rec = g.recording({&x});
+  Var y = g.output(shape, rec);
+  be.gather_rows(x->value.view({N, D}), index, y->value.view({N, D}), keep_scale);
+  if (rec)
+    g.record([x, y, index, keep_scale, N, D](Graph& g) {
+      if (y->grad.defined())
+        g.backend().scatter_add_rows(y->grad.view({N, D}), index, g.grad(x).view({N, D}),
+                                     keep_scale);
     });
   return y;
 }

@@ -153,6 +153,8 @@ void ModelConfig::validate(bool require_vocab, const std::string& where) const {
   check_rate(dropout, "dropout", where);
   check_rate(attention_dropout, "attention_dropout", where);
   check_rate(relu_dropout, "relu_dropout", where);
+  check_rate(dropout_src, "dropout_src", where);
+  check_rate(dropout_trg, "dropout_trg", where);
   check_rate(label_smoothing, "label_smoothing", where);
   TX_CHECK(std::isfinite(norm_eps) && norm_eps > 0.0f, where, ": norm_eps = ", norm_eps,
            " must be positive");
@@ -192,6 +194,8 @@ json ModelConfig::to_json() const {
               {"dropout", shortest(dropout)},
               {"attention_dropout", shortest(attention_dropout)},
               {"relu_dropout", shortest(relu_dropout)},
+              {"dropout_src", shortest(dropout_src)},
+              {"dropout_trg", shortest(dropout_trg)},
               {"label_smoothing", shortest(label_smoothing)},
               {"tied_embeddings", name_of(tied_embeddings)},
               {"pre_norm", pre_norm},
@@ -239,6 +243,10 @@ void ModelConfig::update(const json& j, const std::string& where) {
       read_float(v, key, where, &attention_dropout);
     else if (key == "relu_dropout")
       read_float(v, key, where, &relu_dropout);
+    else if (key == "dropout_src")
+      read_float(v, key, where, &dropout_src);
+    else if (key == "dropout_trg")
+      read_float(v, key, where, &dropout_trg);
     else if (key == "label_smoothing")
       read_float(v, key, where, &label_smoothing);
     else if (key == "tied_embeddings")
@@ -280,7 +288,8 @@ void ModelConfig::update(const json& j, const std::string& where) {
       throw Error(str(where, ": unknown key '", key,
                       "'; check the spelling (keys: src_vocab_size, tgt_vocab_size, d_model, "
                       "d_ff, heads, encoder_layers, decoder_layers, dropout, attention_dropout, "
-                      "relu_dropout, label_smoothing, tied_embeddings, pre_norm, max_length, "
+                      "relu_dropout, dropout_src, dropout_trg, label_smoothing, tied_embeddings, "
+                      "pre_norm, max_length, "
                       "norm_eps, embed_scale, positions, position_offset, embed_norm, "
                       "final_norm, activation, output_bias, pad_id, unk_id, bos_id, eos_id, "
                       "decoder_start_id, marian_prenorm_cache)"));
@@ -309,7 +318,8 @@ bool ModelConfig::operator==(const ModelConfig& o) const {
          d_model == o.d_model && d_ff == o.d_ff && heads == o.heads &&
          encoder_layers == o.encoder_layers && decoder_layers == o.decoder_layers &&
          dropout == o.dropout && attention_dropout == o.attention_dropout &&
-         relu_dropout == o.relu_dropout && label_smoothing == o.label_smoothing &&
+         relu_dropout == o.relu_dropout && dropout_src == o.dropout_src &&
+         dropout_trg == o.dropout_trg && label_smoothing == o.label_smoothing &&
          tied_embeddings == o.tied_embeddings && pre_norm == o.pre_norm &&
          max_length == o.max_length && norm_eps == o.norm_eps && embed_scale == o.embed_scale &&
          positions == o.positions && position_offset == o.position_offset &&

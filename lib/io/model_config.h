@@ -44,6 +44,10 @@ struct ModelConfig {
   float dropout = 0.1f;            // sublayer outputs and embedding sums (paper P_drop)
   float attention_dropout = 0.0f;  // on attention probabilities
   float relu_dropout = 0.0f;       // inside the feed-forward network
+  // Whole token embeddings zeroed (the rest scaled by 1 / (1 - p)), before the positions are
+  // added: source and target words (Marian's --dropout-src, --dropout-trg).
+  float dropout_src = 0.0f;
+  float dropout_trg = 0.0f;
   float label_smoothing = 0.1f;
   TiedEmbeddings tied_embeddings = TiedEmbeddings::all;
   bool pre_norm = false;      // the paper is post-norm

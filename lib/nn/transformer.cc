@@ -77,10 +77,13 @@ math::PositionLayout Transformer::position_layout() const {
 }
 
 Var Transformer::embed(Graph& g, const Embedding& table, const LayerNorm& norm, const Tensor& ids,
-                       int64_t start) const {
+                       int64_t start, float word_dropout) const {
   TX_CHECK(ids.defined() && ids.dtype() == DType::i32 && ids.ndim() == 2, "Transformer: token ids ",
            ids.str(), " must be i32 [batch, time]");
-  Var scaled = table.forward(g, ids, embed_scale());
+  Var looked_up = table.forward(g, ids, embed_scale());
+  // Word dropout: the source's or the target's, by the table (tied: the caller's side).
+  Var scaled = ops::drop_rows(g, looked_up, word_dropout);
+  if (scaled != looked_up) ops::release(g, looked_up);
   Var positioned =
       ops::add_positions(g, scaled, start + config_.position_offset, position_layout());
   ops::release(g, scaled);
@@ -103,7 +106,7 @@ Var Transformer::encode(Graph& g, const Tensor& src_ids, const Tensor& src_lengt
                src_lengths.shape() == Shape{src_ids.dim(0)},
            "Transformer::encode: src_lengths ", src_lengths.str(), " must be i32 [", src_ids.dim(0),
            "] for src_ids ", src_ids.str());
-  Var x = embed(g, src_embed_, src_embed_norm_, src_ids, 0);
+  Var x = embed(g, src_embed_, src_embed_norm_, src_ids, 0, config_.dropout_src);
   for (const EncoderLayer& layer : encoder_) x = layer.forward(g, x, src_lengths);
   return final_norm() ? encoder_norm_.forward(g, x) : x;
 }
@@ -125,7 +128,7 @@ Var Transformer::decode(Graph& g, const Var& memory, const Tensor& src_lengths,
                tgt_in_ids.dim(0) == memory->value.dim(0),
            "Transformer::decode: target ids ", tgt_in_ids.str(), " and memory ",
            memory->value.str(), " must share the batch size");
-  Var x = embed(g, tgt_embed_, tgt_embed_norm_, tgt_in_ids, 0);
+  Var x = embed(g, tgt_embed_, tgt_embed_norm_, tgt_in_ids, 0, config_.dropout_trg);
   for (const DecoderLayer& layer : decoder_) x = layer.forward(g, x, memory, src_lengths);
   return logits(g, x);
 }

@@ -76,7 +76,7 @@ class Transformer {
   // sqrt(d_model) * table[ids] + PE(start + t), then dropout (paper section 3.4-3.5, 5.4);
   // the config's scale, position layout and offset, and embedding norm.
   Var embed(Graph& g, const Embedding& table, const LayerNorm& norm, const Tensor& ids,
-            int64_t start) const;
+            int64_t start, float word_dropout = 0.0f) const;
   // What follows the positions: the embedding norm (embed_norm) and dropout.
   Var embed_end(Graph& g, const LayerNorm& norm, const Var& x) const;
   float embed_scale() const;

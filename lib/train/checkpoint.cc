@@ -53,7 +53,7 @@ io::TensorFile model_file(Backend& be, const io::ModelConfig& config,
 // parameters or the function they compute.
 bool is_training_choice(const std::string& key) {
   return key == "dropout" || key == "attention_dropout" || key == "relu_dropout" ||
-         key == "label_smoothing";
+         key == "dropout_src" || key == "dropout_trg" || key == "label_smoothing";
 }
 
 // Parses the file's config and requires its architecture to equal `config`'s.

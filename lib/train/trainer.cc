@@ -263,6 +263,8 @@ TrainerResult Trainer::run() {
     config.dropout = o.model.dropout;
     config.attention_dropout = o.model.attention_dropout;
     config.relu_dropout = o.model.relu_dropout;
+    config.dropout_src = o.model.dropout_src;
+    config.dropout_trg = o.model.dropout_trg;
     config.label_smoothing = o.model.label_smoothing;
     TX_CHECK(
         src_vocab->size() == config.src_vocab_size && tgt_vocab.size() == config.tgt_vocab_size,
