@@ -34,6 +34,7 @@ std::string fixture(const std::string& rel) {
 struct Entry {
   std::string id, text;
   double score = 0;
+  std::vector<double> features;  // F0= x F1= y ...: one log-prob per model
 };
 
 // Marian's n-best lines: "id ||| text ||| F0= x ||| score".
@@ -49,7 +50,11 @@ std::vector<Entry> read_nbest(const std::string& text) {
       at = bar + 5;
     }
     REQUIRE(f.size() == 4);
-    out.push_back({f[0], f[1], std::strtod(f[3].c_str(), nullptr)});
+    std::vector<double> features;
+    std::istringstream in(f[2]);
+    for (std::string name, value; in >> name >> value;)
+      features.push_back(std::strtod(value.c_str(), nullptr));
+    out.push_back({f[0], f[1], std::strtod(f[3].c_str(), nullptr), features});
   }
   return out;
 }
@@ -187,8 +192,8 @@ TEST_CASE("Marian models: tx-translate's greedy lines equal marian-decoder's", "
 
 TEST_CASE("Marian ensemble: tx-translate -m A B --weights equals marian-decoder's", "[import]") {
   // ensemble/ holds a second model over post-relu-tiedall's vocabulary and marian-decoder's
-  // ensemble of the two (make_ensemble.py). Marian's n-best lines print each model's log-prob
-  // (F0, F1) and the weighted sum last; tx prints the weighted sum as F0 and last.
+  // ensemble of the two (make_ensemble.py). Both print each model's log-prob (F0, F1) and the
+  // weighted sum last.
   TempDir dir;
   TX_SOURCE_OR_SKIP();
   const Variant first = kVariants[0];
@@ -205,7 +210,7 @@ TEST_CASE("Marian ensemble: tx-translate -m A B --weights equals marian-decoder'
     REQUIRE(r.status == 0);
     std::vector<Entry> got;
     if (std::string(beam) == "1") {
-      for (const std::string& line : split_lines(r.out)) got.push_back({"", line, 0});
+      for (const std::string& line : split_lines(r.out)) got.push_back({"", line, 0, {}});
     } else {
       got = read_nbest(r.out);
     }
@@ -220,6 +225,11 @@ TEST_CASE("Marian ensemble: tx-translate -m A B --weights equals marian-decoder'
       if (beam[0] == '4') {
         CHECK(got[i].id == want[i].id);
         CHECK(std::abs(got[i].score - want[i].score) <= 1e-4 + 5e-6 * std::abs(want[i].score));
+        REQUIRE(want[i].features.size() == 2);
+        REQUIRE(got[i].features.size() == 2);
+        for (size_t m = 0; m < 2; ++m)
+          CHECK(std::abs(got[i].features[m] - want[i].features[m]) <=
+                1e-4 + 5e-6 * std::abs(want[i].features[m]));
       }
     }
   }

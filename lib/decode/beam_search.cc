@@ -32,10 +32,11 @@ struct Sentence {
 
 // One batch row: a live hypothesis.
 struct Row {
-  int32_t parent = 0;  // its row in its cohort's state before the next reorder
-  int32_t token = 0;   // the token it ends in: the next decoder input
-  float score = 0;     // running log-prob
-  int32_t last = -1;   // its last token's entry in the cohort's trail; -1: none yet
+  int32_t parent = 0;        // its row in its cohort's state before the next reorder
+  int32_t token = 0;         // the token it ends in: the next decoder input
+  float score = 0;           // running log-prob
+  int32_t last = -1;         // its last token's entry in the cohort's trail; -1: none yet
+  std::vector<float> parts;  // an ensemble's: each model's running log-prob (Hypothesis)
 };
 
 // Every token a cohort's hypotheses chose, each with the entry of the token before it: a row
@@ -259,7 +260,8 @@ BeamSearch::Cohort BeamSearch::start(Graph& g, std::vector<SourceSentence> sente
     steps = std::max(steps, s.max_length + 1);
     c.sentences.push_back(std::move(s));
     c.active.push_back(b);
-    c.rows.push_back(Row{static_cast<int32_t>(b), model_.config().decoder_start_id, 0.0f});
+    c.rows.push_back(Row{static_cast<int32_t>(b), model_.config().decoder_start_id, 0.0f, -1, {}});
+    if (models_.size() > 1 && options_.scores) c.rows.back().parts.assign(models_.size(), 0.0f);
   }
   const Tensor src_lengths = be_.upload(lengths, {B});
   const Tensor src_ids = be_.upload(src, {B, S});
@@ -299,14 +301,21 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
   // An ensemble's "logits" are already its weighted log-probs: every use below that would take
   // a log-softmax of them takes them as they are.
   const bool ensemble = models_.size() > 1;
+  // Each model's log-probs kept apart for the n-best lists' per-model scores.
+  const bool breakdown = ensemble && options_.scores;
+  std::vector<Tensor> model_lp;
   if (ensemble) {
     const Tensor combined = be_.empty({rows, V});
-    be_.log_softmax(logits->value.view({rows, V}), combined);
-    be_.scale(combined, weights_[0], combined);
-    const Tensor lp = be_.empty({rows, V});
-    for (size_t m = 1; m < models_.size(); ++m) {
-      be_.log_softmax(models_[m]->decode_step(g, states[m], token_ids)->value.view({rows, V}), lp);
-      be_.axpy(weights_[m], lp, combined);
+    Tensor lp = be_.empty({rows, V});
+    for (size_t m = 0; m < models_.size(); ++m) {
+      if (breakdown && m > 0) lp = be_.empty({rows, V});
+      const Var step_logits = m == 0 ? logits : models_[m]->decode_step(g, states[m], token_ids);
+      be_.log_softmax(step_logits->value.view({rows, V}), lp);
+      if (m == 0)
+        be_.scale(lp, weights_[0], combined);
+      else
+        be_.axpy(weights_[m], lp, combined);
+      if (breakdown) model_lp.push_back(lp);
     }
     logits = make_var(combined.view(logits->value.shape()));
   }
@@ -419,6 +428,7 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
     const float* values = top_values.data() + candidate;
     const int32_t* ids = top_ids.data() + candidate;
     const float* row_scores = scores.data() + first;
+    const int64_t row0 = first;  // the cohort's first row among all cohorts'
     first += R;
     candidate += A * top;
     // Sentences at their maximum length may only end: their candidates are each row's eos
@@ -455,17 +465,49 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
       for (int64_t r = 0; r < R; ++r) forced_scores[r] += row_scores[r];
     }
 
+    // An ensemble's per-model log-probs of what this step may choose: every candidate
+    // (slot k * top + i), each row's eos (slot A * top + r) and forced token (A * top + R + r).
+    std::vector<std::vector<float>> picked;
+    if (breakdown) {
+      std::vector<int32_t> index;
+      for (int64_t k = 0; k < A; ++k)
+        for (int i = 0; i < top; ++i) {
+          const int32_t id = ids[k * top + i];
+          index.push_back(static_cast<int32_t>((row0 + k * width + id / V) * V + id % V));
+        }
+      for (int64_t r = 0; r < R; ++r) index.push_back(static_cast<int32_t>((row0 + r) * V + eos));
+      for (int64_t r = 0; r < R; ++r) {
+        const Sentence& s = c.sentences[c.active[r / width]];
+        index.push_back(static_cast<int32_t>((row0 + r) * V + (forced(s) ? s.prefix[t] : eos)));
+      }
+      const Tensor where = be_.upload(index, {static_cast<int64_t>(index.size())});
+      const Tensor values_m = be_.empty({static_cast<int64_t>(index.size()), 1});
+      for (const Tensor& lp_m : model_lp) {
+        be_.gather_rows(lp_m.view({rows * V, 1}), where, values_m);
+        picked.push_back(be_.download<float>(values_m));
+      }
+    }
+    // Row `row`'s per-model log-probs extended by what slot `slot` adds.
+    auto parts_of = [&](int32_t row, int64_t slot) {
+      std::vector<float> parts = c.rows[row].parts;
+      parts.resize(picked.size(), 0.0f);
+      for (size_t m = 0; m < picked.size(); ++m) parts[m] += picked[m][static_cast<size_t>(slot)];
+      return parts;
+    };
+    const int64_t eos_slot = A * top, forced_slot = A * top + R;
+
     std::vector<Row> next_rows;
     std::vector<int64_t> next_active;
     for (int64_t k = 0; k < A; ++k) {
       Sentence& s = c.sentences[c.active[k]];
       // generate() with one beam is greedy search: the fairseq rule's.
       const bool hf = options_.rule == SearchRule::huggingface && beam > 1;
-      auto finish = [&](int32_t row, float score) {
+      auto finish = [&](int32_t row, float score, int64_t slot) {
         if (!hf && static_cast<int>(s.finished.size()) >= beam) return;
         const std::vector<int32_t> h = c.trail.ids(c.rows[row].last);
         if (!log_probs) score = std::numeric_limits<float>::quiet_NaN();
-        s.finished.push_back({h, score, normalise(score, h.size() + 1, options_.length_penalty)});
+        s.finished.push_back({h, score, normalise(score, h.size() + 1, options_.length_penalty),
+                              parts_of(row, slot)});
         if (hf && static_cast<int>(s.finished.size()) > beam) {
           // BeamHypotheses.add: the worst leaves (the earliest of equals).
           auto worst = std::min_element(
@@ -486,27 +528,31 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
         for (int32_t row : order)
           if (forced_scores[row] >= kDeadBelow && static_cast<int>(live.size()) < beam)
             live.push_back(Row{row, s.prefix[t], forced_scores[row],
-                               c.trail.extend(c.rows[row].last, s.prefix[t])});
+                               c.trail.extend(c.rows[row].last, s.prefix[t]),
+                               parts_of(row, forced_slot + row)});
       }
       if (marian && !s.done && !forced_now) {
         // Marian's rule: as many candidates as the sentence has live hypotheses.
         const int slots = beam - static_cast<int>(s.finished.size());
         const bool last = t >= s.max_length;
-        if (s.empty_source && t == 0) s.finished.push_back({{}, 0.0f, 0.0f});
+        if (s.empty_source && t == 0)
+          s.finished.push_back({{}, 0.0f, 0.0f, std::vector<float>(picked.size(), 0.0f)});
         for (int i = 0, taken = 0; i < top && !s.empty_source && taken < slots; ++i, ++taken) {
           const float score = values[k * top + i];
           if (score < kDeadBelow) break;
           const int32_t row = static_cast<int32_t>(k * width + ids[k * top + i] / V);
           const int32_t token = ids[k * top + i] % V;
           if (token == eos) {
-            finish(row, score);
+            finish(row, score, k * top + i);
           } else if (last) {
             std::vector<int32_t> h = c.trail.ids(c.rows[row].last);
             h.push_back(token);
             const float shown = log_probs ? score : std::numeric_limits<float>::quiet_NaN();
-            s.finished.push_back({h, shown, normalise(shown, h.size(), options_.length_penalty)});
+            s.finished.push_back({h, shown, normalise(shown, h.size(), options_.length_penalty),
+                                  parts_of(row, k * top + i)});
           } else {
-            live.push_back(Row{row, token, score, c.trail.extend(c.rows[row].last, token)});
+            live.push_back(Row{row, token, score, c.trail.extend(c.rows[row].last, token),
+                               parts_of(row, k * top + i)});
           }
         }
         if (static_cast<int>(s.finished.size()) >= beam || live.empty() || s.empty_source)
@@ -518,7 +564,7 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
         std::stable_sort(ending.begin(), ending.end(),
                          [&](int32_t a, int32_t b) { return eos_scores[a] > eos_scores[b]; });
         for (int32_t row : ending)
-          if (eos_scores[row] >= kDeadBelow) finish(row, eos_scores[row]);
+          if (eos_scores[row] >= kDeadBelow) finish(row, eos_scores[row], eos_slot + row);
       }
       for (int i = 0; i < top && !marian && !s.done && !forced_now && t < s.max_length &&
                       static_cast<int>(live.size()) < beam;
@@ -531,9 +577,10 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
           // Only an eos among the best `beam` candidates ends a hypothesis (fairseq's and
           // CTranslate2's rule); a worse one, reached while filling the live rows, is dropped,
           // or weak endings would fill the finished list and stop the search early.
-          if (i < beam) finish(row, score);
+          if (i < beam) finish(row, score, k * top + i);
         } else {
-          live.push_back(Row{row, token, score, c.trail.extend(c.rows[row].last, token)});
+          live.push_back(Row{row, token, score, c.trail.extend(c.rows[row].last, token),
+                             parts_of(row, k * top + i)});
         }
       }
       if (hf && !s.done && !live.empty() && static_cast<int>(s.finished.size()) >= beam &&
@@ -560,7 +607,8 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
       }
       // Dead filler rows keep the block `beam` rows wide.
       while (static_cast<int>(live.size()) < beam)
-        live.push_back(Row{static_cast<int32_t>(k * width), eos, kDead});
+        live.push_back(Row{static_cast<int32_t>(k * width), eos, kDead, -1,
+                           std::vector<float>(picked.size(), 0.0f)});
       for (Row& r : live) next_rows.push_back(std::move(r));
       next_active.push_back(c.active[k]);
     }

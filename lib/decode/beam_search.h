@@ -100,6 +100,9 @@ struct Hypothesis {
   std::vector<int32_t> ids;
   float log_prob = 0;  // sum of the log-probabilities of ids and eos
   float score = 0;     // log_prob / (ids.size() + 1)^length_penalty: what ranks hypotheses
+  // An ensemble's search with scores: each model's own log-prob of ids and eos (log_prob is
+  // their weighted sum), as marian-decoder's n-best lists print them (F0, F1, ...); else empty.
+  std::vector<float> model_log_probs;
 };
 
 // The n-best list of one sentence, best score first.

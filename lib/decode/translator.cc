@@ -79,6 +79,7 @@ Translator::Translator(Backend& be, std::vector<const nn::Transformer*> models,
   const int64_t fits = max_length - 1;
   if (options_.batching.max_source_tokens <= 0 || options_.batching.max_source_tokens > fits)
     options_.batching.max_source_tokens = fits;
+  if (models.size() > 1 && options_.search.scores) empty_.model_log_probs.assign(models.size(), 0);
 }
 
 SearchLimits Translator::limits() const {
@@ -90,8 +91,12 @@ std::string Translator::format(int64_t index, const NBest& nbest) const {
   std::ostringstream s;
   for (size_t i = 0; i < nbest.size(); ++i) {
     if (i > 0) s << '\n';
-    s << index << " ||| " << tgt_vocab_.decode(nbest[i].ids)
-      << " ||| F0= " << shortest(nbest[i].log_prob) << " ||| " << shortest(nbest[i].score);
+    s << index << " ||| " << tgt_vocab_.decode(nbest[i].ids) << " |||";
+    // An ensemble's lines give each model's log-prob, as marian-decoder's do.
+    const std::vector<float>& parts = nbest[i].model_log_probs;
+    if (parts.empty()) s << " F0= " << shortest(nbest[i].log_prob);
+    for (size_t m = 0; m < parts.size(); ++m) s << " F" << m << "= " << shortest(parts[m]);
+    s << " ||| " << shortest(nbest[i].score);
   }
   return s.str();
 }
@@ -106,7 +111,7 @@ int64_t Translator::translate_stream(std::istream& in, std::ostream& out, const 
     if (on_batch) on_batch(++done);
   };
   search_.search_stream(sentences_of([&](data::SourceBatch& b) { return batcher.next(b); },
-                                     [&](int64_t index) { finished(index, NBest{Hypothesis{}}); }),
+                                     [&](int64_t index) { finished(index, NBest{empty_}); }),
                         finished, limits());
   output.finish(batcher.lines_read());
   lines_cropped_ = batcher.lines_cropped();

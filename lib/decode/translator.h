@@ -5,6 +5,8 @@
 // - n_best == 1: the best translation, one line (an empty input line gives an empty line).
 // - n_best > 1: Marian's n-best format, one line per hypothesis, best first:
 //     <line index, 0-based> ||| <translation> ||| F0= <log-prob> ||| <normalised score>
+//   An ensemble prints each model's log-prob, F0= <model 1's> F1= <model 2's> ..., and its
+//   score is that of their weighted sum.
 //   An empty input line gives one entry, `i |||  ||| F0= 0 ||| 0`, so every index appears.
 // Empty lines are not searched: a model given only eos would still invent words.
 #pragma once
@@ -75,6 +77,7 @@ class Translator {
   const data::Vocab& tgt_vocab_;
   TranslatorOptions options_;
   BeamSearch search_;
+  Hypothesis empty_;  // an empty line's entry (an ensemble's scores each model's 0)
   int64_t lines_cropped_ = 0, first_cropped_line_ = 0;
 };
 
