@@ -6,6 +6,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "common/command_line.h"
 #include "common/model_setup.h"
 #include "core/text_file.h"
+#include "decode/shortlist.h"
 #include "decode/translator.h"
 
 namespace {
@@ -94,10 +96,40 @@ tx::decode::TranslatorOptions translator_options(const Options& o) {
   return t;
 }
 
+// --shortlist FILE [FIRST [BEST]], Marian's defaults.
+std::unique_ptr<tx::decode::LexicalShortlist> shortlist(const Options& o,
+                                                        const tx::app::LoadedModels& m) {
+  if (!o.has("shortlist")) return nullptr;
+  const std::vector<std::string> v = o.list("shortlist");
+  const std::string usage = "; give FILE [FIRST [BEST]], e.g. --shortlist lex.s2t 100 100";
+  if (v.empty() || v.size() > 3)
+    throw tx::app::UsageError(
+        tx::str("--shortlist: expected 1 to 3 values, got ", v.size(), usage));
+  auto count = [&](size_t i, const char* what) -> int64_t {
+    if (i >= v.size()) return 100;
+    try {
+      size_t used = 0;
+      const long long n = std::stoll(v[i], &used);
+      if (used == v[i].size() && n >= 0) return n;
+    } catch (const std::exception&) {
+    }
+    throw tx::app::UsageError(
+        tx::str("--shortlist: ", what, " '", v[i], "' is not a count (0 or more)", usage));
+  };
+  const int64_t first = count(1, "FIRST"), best = count(2, "BEST");
+  auto list = std::make_unique<tx::decode::LexicalShortlist>(v[0], m.src_vocab(), m.tgt_vocab(),
+                                                             first, best);
+  tx::app::detail(o, "shortlist ", v[0], ": ", list->pairs(), " pairs, the first ", first,
+                  " target words and ", best, " translations per source word");
+  return list;
+}
+
 int translate(const Options& options) {
   tx::decode::TranslatorOptions topts = translator_options(options);
   const auto start = std::chrono::steady_clock::now();
   tx::app::LoadedModels m(options);
+  const std::unique_ptr<tx::decode::LexicalShortlist> lexical = shortlist(options, m);
+  topts.search.shortlist = lexical.get();
   const std::string rule = options.text("search-rule");
   if (rule == "marian" || (rule == "auto" && m.from_marian()))
     topts.search.rule = tx::decode::SearchRule::marian;

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <set>
 #include <sstream>
 #include <string>
@@ -803,4 +804,73 @@ TEST_CASE(
   }
   // Without --force-decode the tab is text: the source would not be the same.
   CHECK(plain.translate_lines({sources[0] + "\t" + prefixes[0]})[0].rfind("Baum ist", 0) != 0);
+}
+
+TEMPLATE_TEST_CASE("decode shortlist: the whole vocabulary as shortlist is the full search",
+                   "[decode][shortlist]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  TinyModel m(*be, 13);
+  BeamSearchOptions o;
+  o.beam_size = o.n_best = 3;
+  const std::vector<NBest> full = BeamSearch(*be, m.model, o).search(source_batch(kSources));
+  Ids every(kVocab);
+  std::iota(every.begin(), every.end(), 0);
+  const tx::decode::LexicalShortlist all(every, {});
+  o.shortlist = &all;
+  const std::vector<NBest> listed = BeamSearch(*be, m.model, o).search(source_batch(kSources));
+  REQUIRE(listed.size() == full.size());
+  for (size_t s = 0; s < full.size(); ++s) {
+    INFO("sentence " << s);
+    check_same_nbest(listed[s], full[s]);
+  }
+}
+
+TEMPLATE_TEST_CASE(
+    "decode shortlist: greedy search is the greedy loop over the shortlist's softmax",
+    "[decode][shortlist]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  TinyModel m(*be, 11);
+  // eos always (and not unk, which this model favours); source word w may become w alone: 5, 6
+  // and 7 never appear unless a source holds them.
+  std::vector<Ids> translations(kVocab);
+  for (int32_t w = 4; w < kVocab; ++w) translations[w] = Ids{w};
+  const tx::decode::LexicalShortlist list({kEos}, translations);
+  const std::vector<Ids> sources = {{4, 4, 8}, {8}, {4, 8, 8, 4}};
+  Ids allowed = {kEos, 4, 8};  // the union of the batch's shortlists
+  BeamSearchOptions o;
+  o.beam_size = 1;
+  o.max_length_a = 1.0f;
+  o.max_length_b = 2;
+  o.shortlist = &list;
+  const std::vector<NBest> found = BeamSearch(*be, m.model, o).search(source_batch(sources));
+  REQUIRE(found.size() == sources.size());
+  bool restricted = false;  // some step's best full-vocabulary token was left out
+  for (size_t s = 0; s < sources.size(); ++s) {
+    INFO("sentence " << s);
+    const size_t max_len = sources[s].size() + 2;
+    Ids y;
+    double log_prob = 0;
+    for (;;) {
+      const std::vector<double> lp = forward_log_probs(*be, m.model, sources[s], {y})[0].back();
+      // The search's log-softmax runs over the shortlist's columns only.
+      double sum = 0;
+      for (int32_t w : allowed) sum += std::exp(lp[w]);
+      int32_t best = -1;
+      for (int32_t w : allowed) {
+        if (y.size() == max_len && w != kEos) continue;
+        if (best < 0 || lp[w] > lp[best]) best = w;
+      }
+      int32_t best_full = kEos;  // what the full vocabulary's search would pick here
+      for (int32_t w = 0; w < kVocab; ++w)
+        if (w != Vocab::kPadId && w != Vocab::kBosId && lp[w] > lp[best_full]) best_full = w;
+      restricted |= y.size() < max_len && best_full != best;
+      log_prob += lp[best] - std::log(sum);
+      if (best == kEos) break;
+      y.push_back(best);
+    }
+    REQUIRE(found[s].size() == 1);
+    CHECK(found[s][0].ids == y);
+    CHECK(found[s][0].log_prob == Approx(log_prob).margin(1e-4));
+  }
+  CHECK(restricted);  // else the shortlist changed nothing this test could see
 }

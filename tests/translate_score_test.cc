@@ -11,6 +11,7 @@
 
 #include "data/vocab.h"
 #include "data/vocab_train.h"
+#include "decode/shortlist.h"
 #include "decode/translator.h"
 #include "gradient_check.h"
 #include "metrics/bleu.h"
@@ -451,6 +452,67 @@ TEST_CASE("tx-translate and tx-score: -m A B is an ensemble with --weights", "[a
       CHECK(one_line(r.err));
       CHECK_THAT(r.err, Contains("--weights"));
     }
+  }
+}
+
+TEST_CASE("shortlist: Marian's lex.s2t read through the vocabularies, and --shortlist",
+          "[apps][shortlist]") {
+  Fixture f;
+  const tx::data::Vocab& v = *f.vocab;
+  const int32_t a = 10, b = 11, c = 12, d = 13;  // pieces of the vocabulary
+  std::ofstream(f.dir.file("lex.s2t"))
+      << v.piece(b) << " " << v.piece(a) << " 0.2\n"
+      << v.piece(c) << " " << v.piece(a) << " 0.7\n"
+      << v.piece(d) << " " << v.piece(a) << " 0.1\n"
+      << "\n"
+      << "unknownword " << v.piece(a) << " 0.9\n"  // not in the vocabulary: skipped
+      << v.piece(a) << " " << v.piece(b) << " 1\n";
+  const tx::decode::LexicalShortlist list(f.dir.file("lex.s2t"), v, v, 3, 2);
+  CHECK(list.pairs() == 4);
+  CHECK(list.always() == std::vector<int32_t>{0, 1, 2, v.eos_id()});
+  std::vector<int32_t> got;
+  list.add_translations({a, b, 30}, got);
+  CHECK(got == std::vector<int32_t>{c, b, a});  // a's best two by probability, then b's
+
+  std::ofstream(f.dir.file("bad.s2t")) << v.piece(a) << " " << v.piece(b) << " 0.5\nx y\n";
+  CHECK_THROWS_WITH(tx::decode::LexicalShortlist(f.dir.file("bad.s2t"), v, v, 3, 2),
+                    Contains("line 2") && Contains("lex.s2t"));
+  std::ofstream(f.dir.file("foreign.s2t")) << "foo bar 0.5\n";
+  CHECK_THROWS_WITH(tx::decode::LexicalShortlist(f.dir.file("foreign.s2t"), v, v, 3, 2),
+                    Contains("no pair of words the vocabularies know"));
+
+  tx::Rng rng(21);
+  std::ofstream(f.dir.file("in.txt")) << join_lines(sentences(rng, 10, 6));
+  const std::string flags = f.model_args() + " --beam-size 3 --quiet < " + f.dir.file("in.txt");
+  Run full = run(f.dir, TX_TRANSLATE_BIN, flags);
+  REQUIRE(full.status == 0);
+  // The whole vocabulary as FIRST: the full search's lines.
+  Run everything =
+      run(f.dir, TX_TRANSLATE_BIN, "--shortlist " + f.dir.file("lex.s2t") + " 1000 0 " + flags);
+  INFO(everything.err);
+  REQUIRE(everything.status == 0);
+  CHECK(everything.out == full.out);
+  // A real restriction: the library's search with the same shortlist.
+  Run listed =
+      run(f.dir, TX_TRANSLATE_BIN, "--shortlist " + f.dir.file("lex.s2t") + " 8 2 " + flags);
+  REQUIRE(listed.status == 0);
+  CHECK(listed.out != full.out);
+  tx::decode::TranslatorOptions o;
+  o.search.beam_size = 3;
+  const tx::decode::LexicalShortlist same(f.dir.file("lex.s2t"), v, v, 8, 2);
+  o.search.shortlist = &same;
+  f.model.prepare_inference(*f.be, tx::ops::WeightForm::f32);
+  tx::decode::Translator tr(*f.be, f.model, v, v, o);
+  std::ifstream in(f.dir.file("in.txt"));
+  std::ostringstream want;
+  tr.translate_stream(in, want);
+  CHECK(listed.out == want.str());
+  for (const std::string& bad : {std::string(" x"), std::string(" 1 2 3"), std::string(" -1")}) {
+    Run r =
+        run(f.dir, TX_TRANSLATE_BIN, "--shortlist " + f.dir.file("lex.s2t") + bad + " " + flags);
+    INFO(bad);
+    CHECK(r.status == 2);
+    CHECK(one_line(r.err));
   }
 }
 

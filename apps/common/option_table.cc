@@ -182,6 +182,11 @@ std::vector<OptionSpec> make_registry() {
              kTrain | kAverage, model_files);
   model.short_name = "m";
   t.push_back(model);  // tx-train checks its own (its tests parse without)
+  t.push_back(option("shortlist", OptionType::list, nullptr,
+                     "Lexical shortlist (Marian's): FILE [FIRST [BEST]] (defaults 100 100): the "
+                     "output layer covers the FIRST most frequent target words and each source "
+                     "word's BEST translations in FILE (lex.s2t: target source probability)",
+                     kTranslate, search));
   t.push_back(option("weights", OptionType::list, nullptr,
                      "Ensemble weights, one per model: each step ranks by the sum of weight x "
                      "log-prob (Marian's rule); default 1/N each, so scores stay log-probs",

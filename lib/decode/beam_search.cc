@@ -127,8 +127,10 @@ BeamSearch::BeamSearch(Backend& be, std::vector<const nn::Transformer*> models,
   forbid(config.bos_id);
   if (!options_.allow_unk) forbid(config.unk_id);
   mask_ = be_.upload(mask, {vocab_});
+  mask_host_ = mask;
   mask[config.eos_id] = kDead;
   mask_no_eos_ = be_.upload(mask, {vocab_});
+  mask_no_eos_host_ = mask;
   ones_ = be_.empty({1, vocab_});
   be_.fill(ones_, 1.0f);
 }
@@ -158,7 +160,8 @@ struct BeamSearch::Cohort {
   std::vector<Row> rows;
   Trail trail;  // the rows' tokens
   int64_t t = 0;
-  int64_t source_width = 0;  // the longest source, eos counted
+  int64_t source_width = 0;        // the longest source, eos counted
+  std::vector<int32_t> shortlist;  // with a shortlist: the target ids its sentences may produce
   int64_t live() const {
     int64_t n = 0;
     for (int64_t k : active) n += !sentences[k].done;
@@ -263,6 +266,16 @@ BeamSearch::Cohort BeamSearch::start(Graph& g, std::vector<SourceSentence> sente
     c.rows.push_back(Row{static_cast<int32_t>(b), model_.config().decoder_start_id, 0.0f, -1, {}});
     if (models_.size() > 1 && options_.scores) c.rows.back().parts.assign(models_.size(), 0.0f);
   }
+  if (options_.shortlist) {
+    std::vector<int32_t>& ids = c.shortlist;
+    ids = options_.shortlist->always();
+    for (const SourceSentence& s : sentences) {
+      options_.shortlist->add_translations(s.ids, ids);
+      ids.insert(ids.end(), s.prefix.begin(), s.prefix.end());
+    }
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  }
   const Tensor src_lengths = be_.upload(lengths, {B});
   const Tensor src_ids = be_.upload(src, {B, S});
   // The caches are allocated once, for the cohort's longest output and its rows after the
@@ -275,8 +288,38 @@ BeamSearch::Cohort BeamSearch::start(Graph& g, std::vector<SourceSentence> sente
   return c;
 }
 
+const BeamSearch::Shortlisted& BeamSearch::shortlisted(const std::vector<Cohort>& cohorts) {
+  std::vector<int32_t> ids;
+  for (const Cohort& c : cohorts) ids.insert(ids.end(), c.shortlist.begin(), c.shortlist.end());
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  if (ids == shortlisted_.ids) return shortlisted_;
+  Shortlisted s;
+  s.position.assign(static_cast<size_t>(vocab_), -1);
+  std::vector<float> mask, mask_no_eos;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    s.position[static_cast<size_t>(ids[k])] = static_cast<int32_t>(k);
+    mask.push_back(mask_host_[static_cast<size_t>(ids[k])]);
+    mask_no_eos.push_back(mask_no_eos_host_[static_cast<size_t>(ids[k])]);
+  }
+  const auto K = static_cast<int64_t>(ids.size());
+  s.mask = be_.upload(mask, {K});
+  s.mask_no_eos = be_.upload(mask_no_eos, {K});
+  for (const nn::Transformer* model : models_) s.outputs.push_back(model->output_subset(be_, ids));
+  s.ids = std::move(ids);
+  shortlisted_ = std::move(s);
+  return shortlisted_;
+}
+
 void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) {
-  const int64_t V = vocab_;
+  // With a shortlist, the step's outputs are K target ids: a candidate's index within a row is
+  // a position in them (token_at), and an id's column is its position (column).
+  const Shortlisted* list = options_.shortlist ? &shortlisted(cohorts) : nullptr;
+  const int64_t V = list ? static_cast<int64_t>(list->ids.size()) : vocab_;
+  auto token_at = [&](int32_t column) { return list ? list->ids[column] : column; };
+  auto column = [&](int32_t id) { return list ? list->position[id] : id; };
+  const Tensor& mask = list ? list->mask : mask_;
+  const Tensor& mask_no_eos = list ? list->mask_no_eos : mask_no_eos_;
   const int32_t eos = model_.config().eos_id;
   const int beam = options_.beam_size;
   const int K = 2 * beam;
@@ -297,7 +340,7 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
   }
   const auto rows = static_cast<int64_t>(tokens.size());
   const Tensor token_ids = be_.upload(tokens, {rows, 1});
-  Var logits = model_.decode_step(g, states[0], token_ids);
+  Var logits = model_.decode_step(g, states[0], token_ids, list ? &list->outputs[0] : nullptr);
   // An ensemble's "logits" are already its weighted log-probs: every use below that would take
   // a log-softmax of them takes them as they are.
   const bool ensemble = models_.size() > 1;
@@ -309,7 +352,9 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
     Tensor lp = be_.empty({rows, V});
     for (size_t m = 0; m < models_.size(); ++m) {
       if (breakdown && m > 0) lp = be_.empty({rows, V});
-      const Var step_logits = m == 0 ? logits : models_[m]->decode_step(g, states[m], token_ids);
+      const Var step_logits = m == 0 ? logits
+                                     : models_[m]->decode_step(g, states[m], token_ids,
+                                                               list ? &list->outputs[m] : nullptr);
       be_.log_softmax(step_logits->value.view({rows, V}), lp);
       if (m == 0)
         be_.scale(lp, weights_[0], combined);
@@ -352,7 +397,7 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
       be_.copy(rows_logits, lp);
     else
       be_.log_softmax(rows_logits, lp);
-    be_.add_bias(lp, eos ? mask_ : mask_no_eos_, lp);
+    be_.add_bias(lp, eos ? mask : mask_no_eos, lp);
     const std::vector<float> host = be_.download<float>(lp);
     const SamplingOptions& o = options_.sampling;
     // Over the whole vocabulary the probabilities at the temperature come from the backend's
@@ -387,16 +432,16 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
     if (ensemble) {
       // beam_top_k's composition without its log-softmax: mask, running scores, top-k.
       const Tensor scored = be_.empty({count, V});
-      be_.add_bias(rows_logits, eos ? mask_ : mask_no_eos_, scored);
-      be_.gemm(offsets.slice(first, first + count).view({count, 1}), false, ones_, false, scored,
-               1.0f, 1.0f);
+      be_.add_bias(rows_logits, eos ? mask : mask_no_eos, scored);
+      be_.gemm(offsets.slice(first, first + count).view({count, 1}), false,
+               ones_.view({vocab_}).slice(0, V).view({1, V}), false, scored, 1.0f, 1.0f);
       be_.top_k(scored.view({sentences, width * V}), top, values, ids);
     } else if (log_probs) {
-      be_.beam_top_k(rows_logits, eos ? mask_ : mask_no_eos_, offsets.slice(first, first + count),
+      be_.beam_top_k(rows_logits, eos ? mask : mask_no_eos, offsets.slice(first, first + count),
                      width, top, values, ids);
     } else {
       // Greedy without scores (width 1): the mask added in place, then each row's best.
-      be_.add_bias(rows_logits, eos ? mask_ : mask_no_eos_, rows_logits);
+      be_.add_bias(rows_logits, eos ? mask : mask_no_eos, rows_logits);
       be_.top_k(rows_logits, top, values, ids);
     }
     const std::vector<float> v = be_.download<float>(values);
@@ -446,7 +491,7 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
     // Each row's log-prob of one token (row r's token_of(r)), as beam_top_k scores it.
     auto scores_of = [&](const std::function<int32_t(int64_t)>& token_of) {
       std::vector<int32_t> index(static_cast<size_t>(R));
-      for (int64_t r = 0; r < R; ++r) index[r] = static_cast<int32_t>(r * V + token_of(r));
+      for (int64_t r = 0; r < R; ++r) index[r] = static_cast<int32_t>(r * V + column(token_of(r)));
       Tensor picked = be_.empty({R, 1});
       be_.gather_rows(lp.view({R * V, 1}), be_.upload(index, {R}), picked);
       return be_.download<float>(picked);
@@ -475,10 +520,12 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
           const int32_t id = ids[k * top + i];
           index.push_back(static_cast<int32_t>((row0 + k * width + id / V) * V + id % V));
         }
-      for (int64_t r = 0; r < R; ++r) index.push_back(static_cast<int32_t>((row0 + r) * V + eos));
+      for (int64_t r = 0; r < R; ++r)
+        index.push_back(static_cast<int32_t>((row0 + r) * V + column(eos)));
       for (int64_t r = 0; r < R; ++r) {
         const Sentence& s = c.sentences[c.active[r / width]];
-        index.push_back(static_cast<int32_t>((row0 + r) * V + (forced(s) ? s.prefix[t] : eos)));
+        index.push_back(
+            static_cast<int32_t>((row0 + r) * V + column(forced(s) ? s.prefix[t] : eos)));
       }
       const Tensor where = be_.upload(index, {static_cast<int64_t>(index.size())});
       const Tensor values_m = be_.empty({static_cast<int64_t>(index.size()), 1});
@@ -541,7 +588,7 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
           const float score = values[k * top + i];
           if (score < kDeadBelow) break;
           const int32_t row = static_cast<int32_t>(k * width + ids[k * top + i] / V);
-          const int32_t token = ids[k * top + i] % V;
+          const int32_t token = token_at(ids[k * top + i] % V);
           if (token == eos) {
             finish(row, score, k * top + i);
           } else if (last) {
@@ -572,7 +619,7 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
         const float score = values[k * top + i];
         if (score < kDeadBelow) break;  // sorted: the rest are dead too
         const int32_t row = static_cast<int32_t>(k * width + ids[k * top + i] / V);
-        const int32_t token = ids[k * top + i] % V;
+        const int32_t token = token_at(ids[k * top + i] % V);
         if (token == eos) {
           // Only an eos among the best `beam` candidates ends a hypothesis (fairseq's and
           // CTranslate2's rule); a worse one, reached while filling the live rows, is dropped,

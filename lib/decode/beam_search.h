@@ -40,6 +40,7 @@
 #include "backend/backend.h"
 #include "data/batch.h"
 #include "decode/sampling.h"
+#include "decode/shortlist.h"
 #include "nn/transformer.h"
 
 namespace tx::decode {
@@ -90,6 +91,10 @@ struct BeamSearchOptions {
   // the sentence's own stream (SourceSentence::index); the hypothesis's log_prob and score are
   // the model's log-probs of the drawn tokens, the temperature not applied.
   SamplingOptions sampling;
+  // A lexical shortlist (decode/shortlist.h; must outlive the search): each step's output layer
+  // covers the union of the shortlists of the sentences in the batch (their prefixes' tokens
+  // added), and only those tokens can be produced. Null: the whole vocabulary.
+  const LexicalShortlist* shortlist = nullptr;
 
   // Throws tx::Error naming the first invalid option and the fix.
   void validate() const;
@@ -177,6 +182,19 @@ class BeamSearch {
   // when not allowed); the second also on eos (before min_length).
   Tensor mask_, mask_no_eos_;
   Tensor ones_;  // [1, V]: the rank-1 GEMM that adds each row's running score (ensembles)
+
+  // The shortlist's output layers (one per model), masks and positions, for the union of the
+  // ids of the cohorts last decoded together; rebuilt when that union changes.
+  struct Shortlisted {
+    std::vector<int32_t> ids;               // sorted target ids
+    std::vector<nn::OutputSubset> outputs;  // one per model
+    Tensor mask, mask_no_eos;               // [K]: mask_ and mask_no_eos_ at those ids
+    std::vector<int32_t> position;          // [V]: an id's index in ids, or -1
+  };
+  // The union of the cohorts' shortlists (rebuilding shortlisted_ when it changed).
+  const Shortlisted& shortlisted(const std::vector<Cohort>& cohorts);
+  Shortlisted shortlisted_;
+  std::vector<float> mask_host_, mask_no_eos_host_;
 };
 
 }  // namespace tx::decode

@@ -1,7 +1,9 @@
 #include "nn/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 namespace tx::nn {
 
@@ -111,15 +113,38 @@ Var Transformer::encode(Graph& g, const Tensor& src_ids, const Tensor& src_lengt
   return final_norm() ? encoder_norm_.forward(g, x) : x;
 }
 
-Var Transformer::logits(Graph& g, const Var& x) const {
+Var Transformer::logits(Graph& g, const Var& x, const OutputSubset* subset) const {
   Var h = final_norm() ? decoder_norm_.forward(g, x) : x;
+  if (subset) return ops::linear(g, h, subset->weight, subset->bias, subset->prepared);
   return ops::linear(g, h, output_weight_, output_bias_, output_prepared_);
+}
+
+OutputSubset Transformer::output_subset(Backend& be, std::vector<int32_t> ids) const {
+  TX_CHECK(!ids.empty() && std::is_sorted(ids.begin(), ids.end()) && ids.front() >= 0 &&
+               ids.back() < config_.tgt_vocab_size,
+           "Transformer::output_subset: ", ids.size(), " ids must be sorted target ids below ",
+           config_.tgt_vocab_size);
+  OutputSubset s;
+  const auto K = static_cast<int64_t>(ids.size());
+  const Tensor index = be.upload(ids, {K});
+  Tensor w = be.empty({K, config_.d_model});
+  be.gather_rows(output_weight_->value, index, w);
+  s.weight = make_var(w);
+  if (output_bias_) {
+    Tensor b = be.empty({K, 1});
+    be.gather_rows(output_bias_->value.view({config_.tgt_vocab_size, 1}), index, b);
+    s.bias = make_var(b.view({K}));
+  }
+  s.prepared = ops::PreparedWeight::prepare(be, w, weight_form_);
+  s.ids = std::move(ids);
+  return s;
 }
 
 void Transformer::prepare_inference(Backend& be, ops::WeightForm form) {
   for (EncoderLayer& layer : encoder_) layer.prepare_inference(be, form);
   for (DecoderLayer& layer : decoder_) layer.prepare_inference(be, form);
   output_prepared_ = ops::PreparedWeight::prepare(be, output_weight_->value, form);
+  weight_form_ = form;
 }
 
 Var Transformer::decode(Graph& g, const Var& memory, const Tensor& src_lengths,
@@ -149,7 +174,7 @@ Var Transformer::decode_step(Graph& g, DecoderState& state, const Tensor& tgt_id
 }
 
 Var Transformer::decode_step(Graph& g, const std::vector<DecoderState*>& states,
-                             const Tensor& tgt_ids) const {
+                             const Tensor& tgt_ids, const OutputSubset* subset) const {
   TX_CHECK(!states.empty(), "Transformer::decode_step: no states to decode");
   int64_t rows = 0;
   for (const DecoderState* state : states) {
@@ -167,7 +192,9 @@ Var Transformer::decode_step(Graph& g, const std::vector<DecoderState*>& states,
   for (size_t i = 0; i < decoder_.size(); ++i)
     x = decoder_[i].step(g, x, states, static_cast<int>(i));
   for (DecoderState* state : states) state->end_step();
-  return ops::reshape(g, logits(g, x), {rows, config_.tgt_vocab_size});
+  const int64_t outputs =
+      subset ? static_cast<int64_t>(subset->ids.size()) : config_.tgt_vocab_size;
+  return ops::reshape(g, logits(g, x, subset), {rows, outputs});
 }
 
 Var Transformer::embed_step(Graph& g, const Tensor& ids,

@@ -17,6 +17,15 @@
 
 namespace tx::nn {
 
+// The output layer restricted to some target ids (a lexical shortlist, decode/shortlist.h):
+// their rows of the projection and its bias, prepared as the model's own (prepare_inference).
+struct OutputSubset {
+  std::vector<int32_t> ids;  // target ids, sorted; logit k is ids[k]'s
+  Var weight;                // [K, d_model]
+  Var bias;                  // [K]; null without output_bias
+  ops::PreparedWeight prepared;
+};
+
 class Transformer {
  public:
   Transformer() = default;
@@ -57,7 +66,11 @@ class Transformer {
   // length()): tgt_ids i32 [R, 1] holds the states' rows one after another; returns their
   // logits [R, tgt_vocab], each row equal to its state's decode_step alone (up to the GEMM's
   // rounding for another row count). The linear layers run once over all R rows.
-  Var decode_step(Graph& g, const std::vector<DecoderState*>& states, const Tensor& tgt_ids) const;
+  // With `subset`, the logits [R, K] of its ids only.
+  Var decode_step(Graph& g, const std::vector<DecoderState*>& states, const Tensor& tgt_ids,
+                  const OutputSubset* subset = nullptr) const;
+  // The rows of `ids` (sorted, unique target ids) of the output layer, for decode_step.
+  OutputSubset output_subset(Backend& be, std::vector<int32_t> ids) const;
 
   // Inference only from here on (tx-translate, tx-score): every linear layer of the encoder
   // and decoder and the projection to the vocabulary run on weights prepared once in `form`:
@@ -66,6 +79,7 @@ class Transformer {
   // backend's GEMM (Backend::gemm_packed). Embeddings, LayerNorms and attention are unchanged.
   // Gradients through the prepared layers are an error.
   void prepare_inference(Backend& be, ops::WeightForm form);
+  ops::WeightForm weight_form() const { return weight_form_; }
 
   const io::ModelConfig& config() const { return config_; }
   const Embedding& src_embedding() const { return src_embed_; }
@@ -84,8 +98,8 @@ class Transformer {
   bool final_norm() const { return config_.pre_norm && config_.final_norm; }
   // embed() of one decoding step of `states`' rows, each state's at its own position.
   Var embed_step(Graph& g, const Tensor& ids, const std::vector<DecoderState*>& states) const;
-  // The final norm (pre-norm only) and the pre-softmax projection.
-  Var logits(Graph& g, const Var& x) const;
+  // The final norm (pre-norm only) and the pre-softmax projection (of `subset`'s rows only).
+  Var logits(Graph& g, const Var& x, const OutputSubset* subset = nullptr) const;
 
   io::ModelConfig config_;
   Embedding src_embed_, tgt_embed_;
@@ -96,6 +110,7 @@ class Transformer {
   Var output_weight_;
   Var output_bias_;                      // output_bias only
   ops::PreparedWeight output_prepared_;  // empty until prepare_inference
+  ops::WeightForm weight_form_ = ops::WeightForm::f32;
 };
 
 }  // namespace tx::nn
