@@ -162,6 +162,7 @@ struct BeamSearch::Cohort {
   int64_t t = 0;
   int64_t source_width = 0;        // the longest source, eos counted
   std::vector<int32_t> shortlist;  // with a shortlist: the target ids its sentences may produce
+  int64_t serial = 0;              // its place among the search's cohorts
   int64_t live() const {
     int64_t n = 0;
     for (int64_t k : active) n += !sentences[k].done;
@@ -222,6 +223,7 @@ void BeamSearch::search_stream(const std::function<bool(SourceSentence&)>& next,
                                           std::make_move_iterator(pending.begin() + fit));
       pending.erase(pending.begin(), pending.begin() + fit);
       cohorts.push_back(start(g, std::move(joining)));
+      cohorts.back().serial = next_serial_++;
     }
     if (cohorts.empty()) {
       if (exhausted && pending.empty()) break;
@@ -289,6 +291,11 @@ BeamSearch::Cohort BeamSearch::start(Graph& g, std::vector<SourceSentence> sente
 }
 
 const BeamSearch::Shortlisted& BeamSearch::shortlisted(const std::vector<Cohort>& cohorts) {
+  // The union changes only when a cohort joins or leaves.
+  std::vector<int64_t> serials;
+  for (const Cohort& c : cohorts) serials.push_back(c.serial);
+  if (serials == shortlisted_for_ && !shortlisted_.ids.empty()) return shortlisted_;
+  shortlisted_for_ = std::move(serials);
   std::vector<int32_t> ids;
   for (const Cohort& c : cohorts) ids.insert(ids.end(), c.shortlist.begin(), c.shortlist.end());
   std::sort(ids.begin(), ids.end());

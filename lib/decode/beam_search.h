@@ -194,6 +194,8 @@ class BeamSearch {
   // The union of the cohorts' shortlists (rebuilding shortlisted_ when it changed).
   const Shortlisted& shortlisted(const std::vector<Cohort>& cohorts);
   Shortlisted shortlisted_;
+  std::vector<int64_t> shortlisted_for_;  // the cohorts (Cohort::serial) of shortlisted_
+  int64_t next_serial_ = 0;
   std::vector<float> mask_host_, mask_no_eos_host_;
 };
 
