@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -96,6 +97,13 @@ tx::decode::TranslatorOptions translator_options(const Options& o) {
   return t;
 }
 
+// One vocabulary for both sides (Marian: the same file as source and target vocabulary).
+bool shared_vocabularies(const tx::app::LoadedModels& m) {
+  std::error_code ec;
+  return m.src_vocab().path() == m.tgt_vocab().path() ||
+         std::filesystem::equivalent(m.src_vocab().path(), m.tgt_vocab().path(), ec);
+}
+
 // --shortlist FILE [FIRST [BEST]], Marian's defaults.
 std::unique_ptr<tx::decode::LexicalShortlist> shortlist(const Options& o,
                                                         const tx::app::LoadedModels& m) {
@@ -118,7 +126,7 @@ std::unique_ptr<tx::decode::LexicalShortlist> shortlist(const Options& o,
   };
   const int64_t first = count(1, "FIRST"), best = count(2, "BEST");
   auto list = std::make_unique<tx::decode::LexicalShortlist>(v[0], m.src_vocab(), m.tgt_vocab(),
-                                                             first, best);
+                                                             first, best, shared_vocabularies(m));
   tx::app::detail(o, "shortlist ", v[0], ": ", list->pairs(), " pairs, the first ", first,
                   " target words and ", best, " translations per source word");
   return list;

@@ -106,6 +106,23 @@ TEST_CASE("options: --config values sit between the preset and the command line"
   CHECK(cli.integer("seed") == 5);
 }
 
+TEST_CASE("options: a config's list may be one string or hold numbers, within its bounds",
+          "[options]") {
+  tx::test::TempDir dir;
+  const std::string path = dir.file("run.json");
+  write(path, R"({"model": "a.npz", "weights": [0.6, 1], "shortlist": ["lex.s2t", 50, 20]})");
+  Options o = options(tx::app::kTranslate, {"--config", path});
+  CHECK(o.list("model") == std::vector<std::string>{"a.npz"});
+  CHECK(o.list("weights") == std::vector<std::string>{"0.6", "1"});
+  CHECK(o.list("shortlist") == std::vector<std::string>{"lex.s2t", "50", "20"});
+  write(path, R"({"exponential-smoothing": 0.0001})");
+  CHECK(options(kTrain, {"--config", path}).list("exponential-smoothing") ==
+        std::vector<std::string>{"0.0001"});
+  write(path, R"({"exponential-smoothing": [0.0001, 1000, 3]})");
+  CHECK_THROWS_WITH(options(kTrain, {"--config", path}), Contains("at most 2"));
+  CHECK_THROWS_AS(options(kTrain, {"--exponential-smoothing", "1", "2", "3"}), UsageError);
+}
+
 TEST_CASE("options: --dump-config prints JSON that --config reads back to the same options",
           "[options]") {
   tx::test::TempDir dir;

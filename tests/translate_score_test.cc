@@ -465,20 +465,35 @@ TEST_CASE("shortlist: Marian's lex.s2t read through the vocabularies, and --shor
       << v.piece(c) << " " << v.piece(a) << " 0.7\n"
       << v.piece(d) << " " << v.piece(a) << " 0.1\n"
       << "\n"
-      << "unknownword " << v.piece(a) << " 0.9\n"  // not in the vocabulary: skipped
-      << v.piece(a) << " " << v.piece(b) << " 1\n";
-  const tx::decode::LexicalShortlist list(f.dir.file("lex.s2t"), v, v, 3, 2);
-  CHECK(list.pairs() == 4);
+      << "unknownword " << v.piece(a) << " 0.05\n"  // not in the vocabulary: unk, as Marian
+      << v.piece(a) << " " << v.piece(b) << " 1\n"
+      << v.piece(b) << " " << v.piece(a) << " 0.8\n"  // a repeated pair: the last line wins
+      << v.piece(d) << " " << v.piece(a) << " 0\n";   // probability 0: left out
+  const tx::decode::LexicalShortlist list(f.dir.file("lex.s2t"), v, v, 3, 2, false);
+  CHECK(list.pairs() == 4);  // a: b, c, unk; b: a
   CHECK(list.always() == std::vector<int32_t>{0, 1, 2, v.eos_id()});
   std::vector<int32_t> got;
   list.add_translations({a, b, 30}, got);
-  CHECK(got == std::vector<int32_t>{c, b, a});  // a's best two by probability, then b's
+  CHECK(got == std::vector<int32_t>{b, c, a});  // a's best two by probability, then b's
+  // One vocabulary for both sides: the source pieces themselves are candidates too.
+  const tx::decode::LexicalShortlist shared(f.dir.file("lex.s2t"), v, v, 3, 2, true);
+  got.clear();
+  shared.add_translations({a, b}, got);
+  CHECK(got == std::vector<int32_t>{a, b, b, c, a});
+  // Equal probabilities: the higher id first (Marian's order).
+  std::ofstream(f.dir.file("ties.s2t")) << v.piece(b) << " " << v.piece(a) << " 0.5\n"
+                                        << v.piece(d) << " " << v.piece(a) << " 0.5\n"
+                                        << v.piece(c) << " " << v.piece(a) << " 0.5\n";
+  got.clear();
+  tx::decode::LexicalShortlist(f.dir.file("ties.s2t"), v, v, 0, 2, false)
+      .add_translations({a}, got);
+  CHECK(got == std::vector<int32_t>{d, c});
 
   std::ofstream(f.dir.file("bad.s2t")) << v.piece(a) << " " << v.piece(b) << " 0.5\nx y\n";
-  CHECK_THROWS_WITH(tx::decode::LexicalShortlist(f.dir.file("bad.s2t"), v, v, 3, 2),
+  CHECK_THROWS_WITH(tx::decode::LexicalShortlist(f.dir.file("bad.s2t"), v, v, 3, 2, false),
                     Contains("line 2") && Contains("lex.s2t"));
   std::ofstream(f.dir.file("foreign.s2t")) << "foo bar 0.5\n";
-  CHECK_THROWS_WITH(tx::decode::LexicalShortlist(f.dir.file("foreign.s2t"), v, v, 3, 2),
+  CHECK_THROWS_WITH(tx::decode::LexicalShortlist(f.dir.file("foreign.s2t"), v, v, 3, 2, false),
                     Contains("no pair of words the vocabularies know"));
 
   tx::Rng rng(21);
@@ -499,7 +514,7 @@ TEST_CASE("shortlist: Marian's lex.s2t read through the vocabularies, and --shor
   CHECK(listed.out != full.out);
   tx::decode::TranslatorOptions o;
   o.search.beam_size = 3;
-  const tx::decode::LexicalShortlist same(f.dir.file("lex.s2t"), v, v, 8, 2);
+  const tx::decode::LexicalShortlist same(f.dir.file("lex.s2t"), v, v, 8, 2, true);
   o.search.shortlist = &same;
   f.model.prepare_inference(*f.be, tx::ops::WeightForm::f32);
   tx::decode::Translator tr(*f.be, f.model, v, v, o);

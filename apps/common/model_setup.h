@@ -187,7 +187,10 @@ class LoadedModels {
     backend_ = create_backend(options.text("device"), options.backend_options());
     for (const std::string& path : paths) {
       models_.push_back(std::make_unique<LoadedModel>(options, path, *backend_));
-      if (models_.size() > 1) check_same_vocabs(*models_.front(), *models_.back());
+      if (models_.size() > 1) {
+        check_same_vocabs(*models_.front(), *models_.back());
+        check_same_start(*models_.front(), *models_.back());
+      }
     }
     if (models_.size() > 1)
       detail(options, "ensemble of ", models_.size(), " models, weights ",
@@ -260,6 +263,18 @@ class LoadedModels {
                         s.a.path(), "'): ", why,
                         "; an ensemble's models must share their vocabularies"));
     }
+  }
+
+  // The search starts every model's decoder from one token (and tx-score scores as it does).
+  static void check_same_start(const LoadedModel& first, const LoadedModel& other) {
+    const io::ModelConfig &a = first.config(), &b = other.config();
+    if (a.decoder_start_id != b.decoder_start_id || a.bos_id != b.bos_id || a.pad_id != b.pad_id)
+      throw Error(str("ensemble: model '", other.path(), "' starts its decoder from id ",
+                      b.decoder_start_id, " (bos ", b.bos_id, ", pad ", b.pad_id, ") but model '",
+                      first.path(), "' from ", a.decoder_start_id, " (bos ", a.bos_id, ", pad ",
+                      a.pad_id,
+                      "); ensemble models of the same family (tx with tx, or a tx model "
+                      "fine-tuned from a Marian model with that model)"));
   }
 
   std::unique_ptr<Backend> backend_;

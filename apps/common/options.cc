@@ -41,12 +41,20 @@ json typed(const OptionSpec& spec, const json& v) {
     case OptionType::text:
       return v.is_string() ? v : json();
     case OptionType::list:
-      // A config's "model": "a.npz" is a list of one, as Marian's YAML reads a scalar.
-      if (v.is_string()) return json::array({v});
+      // A config's "model": "a.npz" is a list of one, as Marian's YAML reads a scalar, and
+      // numbers ("weights": [0.6, 0.4]) are their text.
+      if (v.is_string() || v.is_number()) return typed(spec, json::array({v}));
       if (!v.is_array()) return json();
-      for (const json& item : v)
-        if (!item.is_string()) return json();
-      return v;
+      json out = json::array();
+      for (const json& item : v) {
+        if (item.is_number())
+          out.push_back(item.dump());
+        else if (item.is_string())
+          out.push_back(item);
+        else
+          return json();
+      }
+      return out;
   }
   return json();
 }
@@ -92,6 +100,10 @@ void Options::set(const std::string& name, const json& value, const std::string&
   json v = typed(s, value);
   if (v.is_null())
     throw UsageError(str(source, ": expected ", type_text(s.type), ", got ", value.dump()));
+  if (s.type == OptionType::list && s.max_values > 0 &&
+      v.size() > static_cast<size_t>(s.max_values))
+    throw UsageError(str(source, ": ", v.dump(), " has ", v.size(), " values; --", name,
+                         " takes at most ", s.max_values));
   if (s.check) {
     const std::string problem = s.check(v);
     if (!problem.empty()) throw UsageError(str(source, ": ", v.dump(), " ", problem));

@@ -112,8 +112,11 @@ BeamSearch::BeamSearch(Backend& be, std::vector<const nn::Transformer*> models,
             o.eos_id == config.eos_id && o.pad_id == config.pad_id && o.bos_id == config.bos_id &&
             o.unk_id == config.unk_id && o.decoder_start_id == config.decoder_start_id,
         "ensemble: model ", m + 1, " has vocabularies of ", o.src_vocab_size, "/", o.tgt_vocab_size,
-        " ids (eos ", o.eos_id, ") but model 1 has ", config.src_vocab_size, "/", vocab_, " (eos ",
-        config.eos_id, "); an ensemble's models must share their vocabularies");
+        " ids (pad ", o.pad_id, ", unk ", o.unk_id, ", bos ", o.bos_id, ", eos ", o.eos_id,
+        ", decoder start ", o.decoder_start_id, ") but model 1 has ", config.src_vocab_size, "/",
+        vocab_, " (", config.pad_id, ", ", config.unk_id, ", ", config.bos_id, ", ", config.eos_id,
+        ", ", config.decoder_start_id,
+        "); an ensemble's models must share their vocabularies, special ids and decoder start");
     max_positions_ = std::min<int64_t>(max_positions_, o.max_length);
   }
   TX_CHECK(config.eos_id >= 0 && config.eos_id < vocab_, "beam search: eos id ", config.eos_id,
@@ -268,15 +271,23 @@ BeamSearch::Cohort BeamSearch::start(Graph& g, std::vector<SourceSentence> sente
     c.rows.push_back(Row{static_cast<int32_t>(b), model_.config().decoder_start_id, 0.0f, -1, {}});
     if (models_.size() > 1 && options_.scores) c.rows.back().parts.assign(models_.size(), 0.0f);
   }
+  for (const SourceSentence& s : sentences)
+    for (int32_t id : s.prefix)
+      TX_CHECK(id >= 0 && id < vocab_, "beam search: prefix id ", id,
+               " is outside the target vocabulary of ", vocab_, " ids");
   if (options_.shortlist) {
     std::vector<int32_t>& ids = c.shortlist;
     ids = options_.shortlist->always();
+    ids.push_back(model_.config().eos_id);  // every sentence must be able to end
     for (const SourceSentence& s : sentences) {
       options_.shortlist->add_translations(s.ids, ids);
       ids.insert(ids.end(), s.prefix.begin(), s.prefix.end());
     }
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    TX_CHECK(ids.front() >= 0 && ids.back() < vocab_, "beam search: the shortlist holds id ",
+             ids.front() < 0 ? ids.front() : ids.back(), ", outside the target vocabulary of ",
+             vocab_, " ids; make the shortlist with this model's vocabularies");
   }
   const Tensor src_lengths = be_.upload(lengths, {B});
   const Tensor src_ids = be_.upload(src, {B, S});
