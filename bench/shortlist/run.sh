@@ -30,13 +30,31 @@ bleu() { "$bin/tx-score" -r "$1" --metrics bleu --score-only --quiet <"$2"; }
 m30k="$data/multi30k"
 [ -f "$work/m30k.s2t" ] || "$py" "$here/make_lex.py" "$m30k/train.en" "$m30k/train.de" "$vocab" \
   "$vocab" "$work/m30k.s2t" 5 2>/dev/null
-for s in "" "100 100" "50 50" "100 20"; do
-  flags=()
-  [ -z "$s" ] || flags=(--shortlist "$work/m30k.s2t" $s)
-  secs=$(timed "$work/t.out" -m "$model" -v "$vocab" --beam-size 5 --mini-batch 32 "${flags[@]}" \
-    <"$m30k/test2016.en")
-  echo "trained model, test2016, beam 5 x 32, shortlist [${s:-none}]: $secs s, BLEU $(bleu "$m30k/test2016.de" "$work/t.out")"
-done
+# ROUNDS alternating rounds (default 3), the median of each: the machine's noise moves a run
+# by 20%.
+rounds="${ROUNDS:-3}"
+median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
+compare() {  # compare LABEL REF INPUT TABLE SHORTLISTS... (one string of tx-translate flags each first)
+  local label="$1" ref="$2" input="$3" table="$4" base_flags="$5"
+  shift 5
+  declare -A times
+  for ((r = 0; r < rounds; r++)); do
+    for s in "$@"; do
+      flags=()
+      [ "$s" = none ] || flags=(--shortlist "$table" $s)
+      # shellcheck disable=SC2086
+      times[$s]+=" $(timed "$work/out.$r" $base_flags "${flags[@]}" <"$input")"
+      cp "$work/out.$r" "$work/out.${s// /_}"
+    done
+  done
+  for s in "$@"; do
+    local result="$(wc -w <"$work/out.${s// /_}") output words"
+    [ -z "$ref" ] || result="BLEU $(bleu "$ref" "$work/out.${s// /_}")"
+    echo "$label, shortlist [$s]: median $(echo "${times[$s]}" | median) s of$(echo "${times[$s]}"), $result"
+  done
+}
+compare "trained model, test2016, beam 5 x 32" "$m30k/test2016.de" "$m30k/test2016.en" \
+  "$work/m30k.s2t" "-m $model -v $vocab --beam-size 5 --mini-batch 32" none "100 100" "50 50" "100 20"
 
 news="$work/news"
 if [ ! -f "$news.en" ]; then
@@ -56,11 +74,6 @@ fi
 head -200 "$data/wmt14/newstest2013.en" >"$work/nt13.en"
 for setting in "5 32" "1 32"; do
   set -- $setting
-  for s in "" "100 100" "50 50"; do
-    flags=()
-    [ -z "$s" ] || flags=(--shortlist "$work/news.s2t" $s)
-    secs=$(timed "$work/b.out" -m "$big/model.safetensors" -v "$big/vocab.spm" --beam-size "$1" \
-      --mini-batch "$2" "${flags[@]}" <"$work/nt13.en")
-    echo "transformer-base 32k, 200 lines, beam $1 x $2, shortlist [${s:-none}]: $secs s, $(wc -w <"$work/b.out") output words"
-  done
+  compare "transformer-base 32k, 200 lines, beam $1 x $2" "" "$work/nt13.en" "$work/news.s2t" \
+    "-m $big/model.safetensors -v $big/vocab.spm --beam-size $1 --mini-batch $2" none "100 100" "50 50"
 done
