@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -147,6 +149,15 @@ int translate(const Options& options) {
   if (m.from_marian()) topts.search.allow_unk = false;
   tx::decode::Translator translator(m.backend(), m.transformers(), m.src_vocab(), m.tgt_vocab(),
                                     topts, m.weights());
+  // TX_PROFILE=1: the GEMMs' share of the translation, on stderr at the end (a diagnostic; each
+  // GEMM is synchronised, so a GPU loses its overlap).
+  const char* profile = std::getenv("TX_PROFILE");
+  const bool profiling = profile && *profile && std::string(profile) != "0";
+  if (profiling) {
+    m.backend().set_profiling(true);
+    m.backend().take_gemm_tally();
+  }
+  const auto translating = std::chrono::steady_clock::now();
 
   const std::string input = options.has("input") ? options.text("input") : "-";
   std::ifstream file;
@@ -183,6 +194,16 @@ int translate(const Options& options) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   tx::app::info(options, "translated ", lines, " line", lines == 1 ? "" : "s", " in ",
                 tx::str(static_cast<int64_t>(seconds * 100) / 100.0), "s");
+  if (profiling) {
+    const tx::Backend::GemmTally t = m.backend().take_gemm_tally();
+    const double search =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - translating).count();
+    std::fprintf(stderr,
+                 "tx-translate: profile: GEMMs %.2f s of %.2f s translating (%.0f%%), "
+                 "%lld calls, %.1f GFLOP/s\n",
+                 t.seconds, search, 100 * t.seconds / search, static_cast<long long>(t.calls),
+                 t.flop / 1e9 / std::max(t.seconds, 1e-9));
+  }
   if (translator.lines_cropped() > 0)
     tx::app::info(options, "cropped ", translator.lines_cropped(), " source line",
                   translator.lines_cropped() == 1 ? "" : "s", " (the first: line ",
