@@ -12,6 +12,8 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <set>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -247,8 +249,9 @@ tx::io::NBestLine parse_nbest_line(const std::string& line, const tx::data::Line
 // back with " <feature>= <score>" appended to its features, in the list's order.
 int score_nbest(const Options& o, const tx::app::LoadedModels& m) {
   const std::string src_path = o.text("src"), nbest_path = o.text("n-best-list");
-  const std::string feature = o.text("n-best-feature");
-  if (feature.empty() || feature.find_first_of(" |=") != std::string::npos)
+  std::string feature = o.has("n-best-feature") ? o.text("n-best-feature") : "";
+  if (o.has("n-best-feature") &&
+      (feature.empty() || feature.find_first_of(" |=") != std::string::npos))
     throw UsageError("--n-best-feature: '" + feature +
                      "' cannot name a feature; use a word without spaces, '|' or '=', e.g. F1");
   std::vector<std::string> sources;
@@ -272,6 +275,20 @@ int score_nbest(const Options& o, const tx::app::LoadedModels& m) {
         src = source_ids.emplace(i, m.src_vocab().encode(sources[static_cast<size_t>(i)])).first;
       corpus.add(src->second, m.tgt_vocab().encode(nbest.back().text()), reader->line_number());
     }
+  }
+  // The features the list already names ("F0=" -> F0): the new one must be another.
+  std::set<std::string> used;
+  for (const tx::io::NBestLine& n : nbest) {
+    std::istringstream words{std::string(tx::io::trim_spaces(n.fields[2]))};
+    for (std::string w; words >> w;)
+      if (w.size() > 1 && w.back() == '=') used.insert(w.substr(0, w.size() - 1));
+  }
+  if (feature.empty()) {
+    for (int k = 1; feature.empty(); ++k)
+      if (!used.count("F" + std::to_string(k))) feature = "F" + std::to_string(k);
+  } else if (used.count(feature)) {
+    throw UsageError(tx::str("--n-best-feature ", feature, ": '", nbest_path,
+                             "' already has a feature of that name; choose another"));
   }
   const std::vector<double> scores = model_scores(o, m, corpus, [&](int64_t k, bool src_side) {
     return src_side ? tx::str("'", src_path, "' line ", nbest[k].index + 1, " (index ",

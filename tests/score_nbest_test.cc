@@ -162,9 +162,10 @@ TEST_CASE("tx-score --n-best-list: each line gets the score tx-score gives its p
                        f.dir.file("nbest.txt"));
     REQUIRE(once.status == 0);
     std::ofstream(f.dir.file("nbest1.txt")) << once.out;
+    // Without --n-best-feature the next free name: F2 after F0 and F1.
     Run twice = run(f.dir, TX_SCORE_BIN,
-                    f.model_args() + " --n-best-feature F2 --src " + f.dir.file("src.txt") +
-                        " --n-best-list " + f.dir.file("nbest1.txt"));
+                    f.model_args() + " --src " + f.dir.file("src.txt") + " --n-best-list " +
+                        f.dir.file("nbest1.txt"));
     REQUIRE(twice.status == 0);
     const std::vector<std::string> a = split_lines(once.out), b = split_lines(twice.out);
     REQUIRE(a.size() == b.size());
@@ -215,6 +216,13 @@ TEST_CASE("tx-score --n-best-list: a malformed list or a wrong combination is on
                     model + " --n-best-feature 'a b'" + list("0 ||| a ||| F0= -1 ||| -1\n"));
   CHECK(feature.status == 2);
   CHECK(one_line(feature.err));
+
+  // A name the list already has (an ensemble's F0 F1, say).
+  Run taken = run(f.dir, TX_SCORE_BIN,
+                  model + " --n-best-feature F1" + list("0 ||| a ||| F0= -1 F1= -2 ||| -1\n"));
+  CHECK(taken.status == 2);
+  CHECK(one_line(taken.err));
+  CHECK_THAT(taken.err, Contains("already has a feature"));
 
   Run no_model = run(f.dir, TX_SCORE_BIN,
                      "-r " + f.dir.file("tgt.txt") + list("0 ||| a ||| F0= -1 ||| -1\n") + " < " +

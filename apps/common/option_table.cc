@@ -302,9 +302,10 @@ std::vector<OptionSpec> make_registry() {
                      "features ||| score', i the 0-based --src line); each line comes back "
                      "with the model's score appended to its features",
                      kScore, scoring));
-  t.push_back(option("n-best-feature", OptionType::text, "F1",
+  t.push_back(option("n-best-feature", OptionType::text, nullptr,
                      "Feature name for the score --n-best-list appends (Marian's "
-                     "--n-best-feature; tx-translate writes F0)",
+                     "--n-best-feature); default: the first F<k> the list does not use (F1 "
+                     "after tx-translate's F0)",
                      kScore, scoring));
 
   // tx-train (it shares model, vocabs, max-tokens and beam-size with the rows above).
