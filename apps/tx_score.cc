@@ -204,13 +204,12 @@ std::vector<double> model_scores(const Options& o, const tx::app::LoadedModels& 
   for (const std::vector<int64_t>& rows :
        make_batches(corpus, o.integer("max-tokens"),
                     o.flag("deterministic") ? 1 : o.integer("mini-batch"))) {
-    std::vector<int64_t> tgt_lengths;
+    // One batch for every model: an ensemble's models share their special ids (LoadedModels).
+    const tx::data::Batch b =
+        tx::data::make_batch(corpus, rows.data(), static_cast<int64_t>(rows.size()),
+                             tx::data::special_ids(m.first().config()));
     for (size_t k = 0; k < m.size(); ++k) {
       const tx::nn::Transformer& model = m[k].model();
-      // Each model's own special ids: its decoder's start may differ (docs/models.md).
-      const tx::data::Batch b =
-          tx::data::make_batch(corpus, rows.data(), static_cast<int64_t>(rows.size()),
-                               tx::data::special_ids(model.config()));
       tx::Graph g(be, tx::GraphOptions{false, false});
       tx::Var logits = model.forward(g, be.upload(b.src, {b.size, b.src_len}),
                                      be.upload(b.src_lengths, {b.size}),
@@ -222,13 +221,12 @@ std::vector<double> model_scores(const Options& o, const tx::app::LoadedModels& 
       for (int64_t r = 0; r < b.size; ++r) {
         double sum = 0;
         for (int64_t t = 0; t < b.tgt_len; ++t) sum += per_token[r * b.tgt_len + t];
-        scores[b.indices[r]] += m.size() == 1 ? -sum : -sum * m.weight(k);
+        scores[b.indices[r]] -= sum * m.weight(k);  // one model: weight 1, the log-prob
       }
-      tgt_lengths.assign(b.tgt_lengths.begin(), b.tgt_lengths.end());
-      if (k + 1 == m.size() && alpha != 0)
-        for (int64_t r = 0; r < b.size; ++r)
-          scores[b.indices[r]] /= std::pow(static_cast<double>(tgt_lengths[r]), alpha);
     }
+    if (alpha != 0)
+      for (int64_t r = 0; r < b.size; ++r)
+        scores[b.indices[r]] /= std::pow(static_cast<double>(b.tgt_lengths[r]), alpha);
   }
   return scores;
 }

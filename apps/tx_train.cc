@@ -101,12 +101,7 @@ tx::train::SmoothingOptions smoothing_options(const Options& options) {
   tx::train::SmoothingOptions s;
   s.factor = 1e-4;
   auto number = [](const std::string& text, const char* what) {
-    try {
-      size_t used = 0;
-      const double x = std::stod(text, &used);
-      if (used == text.size() && std::isfinite(x)) return x;
-    } catch (const std::exception&) {
-    }
+    if (const std::optional<double> x = tx::app::parse_number(text)) return *x;
     throw UsageError(tx::str("--exponential-smoothing: ", what, " '", text,
                              "' is not a number; give FACTOR [REFERENCE_TARGET_WORDS]"));
   };

@@ -44,12 +44,7 @@ tx::decode::SamplingOptions sampling_options(const std::vector<std::string>& v) 
   tx::decode::SamplingOptions s;
   s.on = true;
   auto number = [&](const std::string& text, const char* what) {
-    try {
-      size_t used = 0;
-      const double x = std::stod(text, &used);
-      if (used == text.size()) return x;
-    } catch (const std::exception&) {
-    }
+    if (const std::optional<double> x = tx::app::parse_number(text)) return *x;
     throw tx::app::UsageError(
         tx::str("--output-sampling: ", what, " '", text, "' is not a number", usage));
   };
@@ -117,12 +112,8 @@ std::unique_ptr<tx::decode::LexicalShortlist> shortlist(const Options& o,
         tx::str("--shortlist: expected 1 to 3 values, got ", v.size(), usage));
   auto count = [&](size_t i, const char* what) -> int64_t {
     if (i >= v.size()) return 100;
-    try {
-      size_t used = 0;
-      const long long n = std::stoll(v[i], &used);
-      if (used == v[i].size() && n >= 0) return n;
-    } catch (const std::exception&) {
-    }
+    const std::optional<double> n = tx::app::parse_number(v[i]);
+    if (n && *n >= 0 && *n == std::floor(*n) && *n < 1e15) return static_cast<int64_t>(*n);
     throw tx::app::UsageError(
         tx::str("--shortlist: ", what, " '", v[i], "' is not a count (0 or more)", usage));
   };

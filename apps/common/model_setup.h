@@ -225,12 +225,8 @@ class LoadedModels {
 
  private:
   static float weight(const std::string& text) {
-    try {
-      size_t used = 0;
-      const float w = std::stof(text, &used);
-      if (used == text.size() && std::isfinite(w)) return w;
-    } catch (const std::exception&) {
-    }
+    const std::optional<double> w = parse_number(text);
+    if (w && std::isfinite(static_cast<float>(*w))) return static_cast<float>(*w);
     throw UsageError(str("--weights: '", text, "' is not a number; give one weight per model"));
   }
 

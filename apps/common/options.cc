@@ -2,6 +2,7 @@
 // preset, the --config file and the command line override each other.
 #include "common/options.h"
 
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -60,6 +61,16 @@ json typed(const OptionSpec& spec, const json& v) {
 }
 
 }  // namespace
+
+std::optional<double> parse_number(const std::string& text) {
+  try {
+    size_t used = 0;
+    const double x = std::stod(text, &used);
+    if (used == text.size() && std::isfinite(x)) return x;
+  } catch (const std::exception&) {  // invalid_argument, out_of_range
+  }
+  return std::nullopt;
+}
 
 const char* program_name(Program program) {
   switch (program) {

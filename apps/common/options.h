@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -81,6 +82,11 @@ const std::vector<OptionSpec>& option_registry();
 std::vector<const OptionSpec*> options_of(Program program);
 
 // A bad flag, value, or config file: the caller's mistake, exit code 2 (see run_main).
+// The finite number `text` spells in full ("1e-4", "0.6", "100"), or nullopt: the values of
+// list options that hold numbers (--weights, --shortlist, --exponential-smoothing,
+// --output-sampling) are text, and each names its own mistake.
+std::optional<double> parse_number(const std::string& text);
+
 class UsageError : public Error {
  public:
   using Error::Error;
