@@ -86,6 +86,16 @@ tx::decode::TranslatorOptions translator_options(const Options& o) {
     t.search.sampling.seed = static_cast<uint64_t>(o.integer("seed"));
     t.search.beam_size = 1;  // Marian's: sampling implies --beam-size 1
   }
+  if (o.has("alignment")) {
+    try {
+      t.alignment = tx::decode::parse_alignment(o.list("alignment"));
+    } catch (const tx::Error& e) {
+      throw tx::app::UsageError(e.what());
+    }
+    t.alignment.words = o.flag("alignment-words");
+  } else if (o.flag("alignment-words")) {
+    throw tx::app::UsageError("--alignment-words needs --alignment (hard, soft or a threshold)");
+  }
   try {
     t.search.validate();
   } catch (const tx::Error& e) {  // e.g. --n-best above --beam-size: the caller's mistake

@@ -232,6 +232,19 @@ std::vector<OptionSpec> make_registry() {
                      "1), 'topk K [T]' from its K best; implies --beam-size 1; --seed picks the "
                      "samples, each line its own stream",
                      kTranslate, search));
+  OptionSpec alignment =
+      option("alignment", OptionType::list, nullptr,
+             "Append each translation's word alignment, Marian's: 'hard' (alone: hard) gives "
+             "each target token's most probable source token, a threshold T in (0, 1] every "
+             "pair above T, 'soft' every probability; 's-t' pairs of SentencePiece pieces with "
+             "eos, from the model's alignment layer and head (docs/tx-translate.md)",
+             kTranslate, search);
+  alignment.max_values = 1;
+  t.push_back(alignment);
+  t.push_back(option("alignment-words", OptionType::flag, false,
+                     "With --alignment: number words (pieces joined at their word starts, eos "
+                     "left out) instead of pieces",
+                     kTranslate, search));
   t.push_back(option("force-decode", OptionType::flag, false,
                      "Each input line may end in a tab and a prefix (target text) that its "
                      "translation must start with; the search goes on from there and the "

@@ -28,6 +28,7 @@ struct Sentence {
   bool done = false;
   std::vector<Hypothesis> finished;
   std::vector<int32_t> prefix;  // forced first tokens (SourceSentence::prefix)
+  std::vector<int32_t> source;  // its ids, kept for alignments only
 };
 
 // One batch row: a live hypothesis.
@@ -265,6 +266,7 @@ BeamSearch::Cohort BeamSearch::start(Graph& g, std::vector<SourceSentence> sente
       s.prefix.resize(static_cast<size_t>(positions));
     s.max_length = std::max<int64_t>(s.max_length, static_cast<int64_t>(s.prefix.size()));
     s.empty_source = ids.size() <= 1;
+    if (options_.alignment) s.source = ids;
     steps = std::max(steps, s.max_length + 1);
     c.sentences.push_back(std::move(s));
     c.active.push_back(b);
@@ -480,6 +482,13 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
     }
   }
 
+  // With alignments, the sentences that finish wait for one pass over all of them.
+  struct Finished {
+    std::vector<int32_t> source;
+    int64_t index;
+    NBest nbest;
+  };
+  std::vector<Finished> aligning;
   int64_t first = 0, candidate = 0;  // the cohort's first row and first candidate
   for (Cohort& c : cohorts) {
     const auto R = static_cast<int64_t>(c.rows.size());
@@ -572,7 +581,7 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
         const std::vector<int32_t> h = c.trail.ids(c.rows[row].last);
         if (!log_probs) score = std::numeric_limits<float>::quiet_NaN();
         s.finished.push_back({h, score, normalise(score, h.size() + 1, options_.length_penalty),
-                              parts_of(row, slot)});
+                              parts_of(row, slot), true, {}});
         if (hf && static_cast<int>(s.finished.size()) > beam) {
           // BeamHypotheses.add: the worst leaves (the earliest of equals).
           auto worst = std::min_element(
@@ -601,7 +610,8 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
         const int slots = beam - static_cast<int>(s.finished.size());
         const bool last = t >= s.max_length;
         if (s.empty_source && t == 0)
-          s.finished.push_back({{}, 0.0f, 0.0f, std::vector<float>(picked.size(), 0.0f)});
+          s.finished.push_back(
+              {{}, 0.0f, 0.0f, std::vector<float>(picked.size(), 0.0f), true, {}});
         for (int i = 0, taken = 0; i < top && !s.empty_source && taken < slots; ++i, ++taken) {
           const float score = values[k * top + i];
           if (score < kDeadBelow) break;
@@ -614,7 +624,7 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
             h.push_back(token);
             const float shown = log_probs ? score : std::numeric_limits<float>::quiet_NaN();
             s.finished.push_back({h, shown, normalise(shown, h.size(), options_.length_penalty),
-                                  parts_of(row, k * top + i)});
+                                  parts_of(row, k * top + i), /*eos=*/false, {}});
           } else {
             live.push_back(Row{row, token, score, c.trail.extend(c.rows[row].last, token),
                                parts_of(row, k * top + i)});
@@ -664,7 +674,10 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
           return x.score > y.score;
         });
         if (static_cast<int>(nb.size()) > options_.n_best) nb.resize(options_.n_best);
-        done(s.index, std::move(nb));
+        if (options_.alignment)
+          aligning.push_back({std::move(s.source), s.index, std::move(nb)});
+        else
+          done(s.index, std::move(nb));
       }
       if (s.done) {
         if (options_.shrink_batch) continue;
@@ -680,6 +693,19 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
     c.rows = std::move(next_rows);
     c.active = std::move(next_active);
     ++c.t;
+  }
+  if (aligning.empty()) return;
+  std::vector<AlignmentRequest> requests;
+  for (const Finished& f : aligning)
+    for (const Hypothesis& h : f.nbest)
+      if (f.source.size() > 1) requests.push_back({&f.source, &h.ids, h.eos});
+  std::vector<SoftAlignment> soft = soft_alignments(g, model_, requests);
+  size_t next = 0;
+  for (Finished& f : aligning) {
+    // An empty source's (Marian's rule) empty translation has no alignment.
+    if (f.source.size() > 1)
+      for (Hypothesis& h : f.nbest) h.alignment = std::move(soft[next++]);
+    done(f.index, std::move(f.nbest));
   }
 }
 

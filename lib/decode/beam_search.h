@@ -39,6 +39,7 @@
 
 #include "backend/backend.h"
 #include "data/batch.h"
+#include "decode/alignment.h"
 #include "decode/sampling.h"
 #include "decode/shortlist.h"
 #include "nn/transformer.h"
@@ -95,6 +96,10 @@ struct BeamSearchOptions {
   // covers the union of the shortlists of the sentences in the batch (their prefixes' tokens
   // added), and only those tokens can be produced. Null: the whole vocabulary.
   const LexicalShortlist* shortlist = nullptr;
+  // Each returned hypothesis's soft word alignment (Hypothesis::alignment), from the first
+  // model's alignment layer and head (Marian's rule for ensembles): one teacher-forced pass
+  // (decode/alignment.h) over the hypotheses of the sentences that finish in a step.
+  bool alignment = false;
 
   // Throws tx::Error naming the first invalid option and the fix.
   void validate() const;
@@ -108,6 +113,11 @@ struct Hypothesis {
   // An ensemble's search with scores: each model's own log-prob of ids and eos (log_prob is
   // their weighted sum), as marian-decoder's n-best lists print them (F0, F1, ...); else empty.
   std::vector<float> model_log_probs;
+  // false for a hypothesis that ended at Marian's length limit without eos.
+  bool eos = true;
+  // With BeamSearchOptions::alignment: a row per token of ids (and eos), a column per source
+  // token (eos last).
+  SoftAlignment alignment;
 };
 
 // The n-best list of one sentence, best score first.

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <memory>
 #include <sstream>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "data/ordered_output.h"
@@ -47,6 +48,13 @@ std::function<bool(SourceSentence&)> sentences_of(
   };
 }
 
+// The search's options, with alignments when the output shows them.
+BeamSearchOptions search_options(const TranslatorOptions& o) {
+  BeamSearchOptions search = o.search;
+  search.alignment = o.alignment.kind != AlignmentKind::none;
+  return search;
+}
+
 }  // namespace
 
 Translator::Translator(Backend& be, const nn::Transformer& model, const data::Vocab& src_vocab,
@@ -59,7 +67,7 @@ Translator::Translator(Backend& be, std::vector<const nn::Transformer*> models,
     : src_vocab_(src_vocab),
       tgt_vocab_(tgt_vocab),
       options_(options),
-      search_(be, models, options.search, std::move(weights)) {
+      search_(be, models, search_options(options), std::move(weights)) {
   int64_t max_length = models.front()->config().max_length;
   for (const nn::Transformer* model : models) {
     TX_CHECK(model->config().src_vocab_size == src_vocab.size(),
@@ -74,6 +82,7 @@ Translator::Translator(Backend& be, std::vector<const nn::Transformer*> models,
   }
   if (options_.deterministic) options_.batching.max_sentences = 1;
   if (options_.force_decode) options_.batching.prefix_vocab = &tgt_vocab_;
+  options_.search = search_options(options_);
   options_.batching.ids = data::special_ids(models.front()->config());
   // Positions 0 .. max_length - 1 hold the source tokens and eos (of every model).
   const int64_t fits = max_length - 1;
@@ -82,16 +91,55 @@ Translator::Translator(Backend& be, std::vector<const nn::Transformer*> models,
   if (models.size() > 1 && options_.search.scores) empty_.model_log_probs.assign(models.size(), 0);
 }
 
+WordMap Translator::words_of(const data::Vocab& vocab, const std::vector<int32_t>& ids) const {
+  static const std::string kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's word start
+  WordMap words;
+  int32_t word = -1;
+  for (int32_t id : ids) {
+    if (id == vocab.eos_id()) {
+      words.push_back(-1);
+      continue;
+    }
+    if (word < 0 || vocab.piece(id).rfind(kSpace, 0) == 0) ++word;
+    words.push_back(word);
+  }
+  return words;
+}
+
+std::string Translator::alignment_of(const Hypothesis& h,
+                                     const std::vector<int32_t>* source) const {
+  const AlignmentOptions& o = options_.alignment;
+  if (!o.words || !source) return format_alignment(h.alignment, o);
+  std::vector<int32_t> target = h.ids;
+  if (h.eos) target.push_back(tgt_vocab_.eos_id());
+  const WordMap src = words_of(src_vocab_, *source), tgt = words_of(tgt_vocab_, target);
+  return format_alignment(h.alignment, o, &src, &tgt);
+}
+
 SearchLimits Translator::limits() const {
   return {options_.batching.max_sentences, options_.batching.max_tokens};
 }
 
 std::string Translator::format(int64_t index, const NBest& nbest) const {
-  if (options_.search.n_best == 1) return nbest.empty() ? "" : tgt_vocab_.decode(nbest[0].ids);
+  return format(index, nbest, {});
+}
+
+std::string Translator::format(int64_t index, const NBest& nbest,
+                               const std::vector<int32_t>& source) const {
+  const bool aligned = options_.alignment.kind != AlignmentKind::none;
+  auto alignment = [&](const Hypothesis& h) {
+    return " ||| " + alignment_of(h, source.empty() ? nullptr : &source);
+  };
+  if (options_.search.n_best == 1) {
+    if (nbest.empty()) return aligned ? " ||| " : "";
+    return tgt_vocab_.decode(nbest[0].ids) + (aligned ? alignment(nbest[0]) : "");
+  }
   std::ostringstream s;
   for (size_t i = 0; i < nbest.size(); ++i) {
     if (i > 0) s << '\n';
-    s << index << " ||| " << tgt_vocab_.decode(nbest[i].ids) << " |||";
+    s << index << " ||| " << tgt_vocab_.decode(nbest[i].ids);
+    if (aligned) s << alignment(nbest[i]);
+    s << " |||";
     // An ensemble's lines give each model's log-prob, as marian-decoder's do.
     const std::vector<float>& parts = nbest[i].model_log_probs;
     if (parts.empty()) s << " F0= " << shortest(nbest[i].log_prob);
@@ -106,13 +154,24 @@ int64_t Translator::translate_stream(std::istream& in, std::ostream& out, const 
   data::InferenceBatcher batcher(in, name, src_vocab_, options_.batching);
   data::OrderedOutput output(out);
   int64_t done = 0;
+  // Alignments in words need each sentence's source pieces until it is printed.
+  const bool words = options_.alignment.kind != AlignmentKind::none && options_.alignment.words;
+  std::unordered_map<int64_t, std::vector<int32_t>> sources;
   auto finished = [&](int64_t index, const NBest& nbest) {
-    output.put(index, format(index, nbest));
+    auto it = sources.find(index);
+    output.put(index, it == sources.end() ? format(index, nbest) : format(index, nbest, it->second));
+    if (it != sources.end()) sources.erase(it);
     if (on_batch) on_batch(++done);
   };
-  search_.search_stream(sentences_of([&](data::SourceBatch& b) { return batcher.next(b); },
-                                     [&](int64_t index) { finished(index, NBest{empty_}); }),
-                        finished, limits());
+  auto next = sentences_of([&](data::SourceBatch& b) { return batcher.next(b); },
+                           [&](int64_t index) { finished(index, NBest{empty_}); });
+  search_.search_stream(
+      [&](SourceSentence& s) {
+        if (!next(s)) return false;
+        if (words) sources[s.index] = s.ids;
+        return true;
+      },
+      finished, limits());
   output.finish(batcher.lines_read());
   lines_cropped_ = batcher.lines_cropped();
   first_cropped_line_ = batcher.first_cropped_line();

@@ -8,6 +8,8 @@
 //   An ensemble prints each model's log-prob, F0= <model 1's> F1= <model 2's> ..., and its
 //   score is that of their weighted sum.
 //   An empty input line gives one entry, `i |||  ||| F0= 0 ||| 0`, so every index appears.
+// - With an alignment (TranslatorOptions::alignment), Marian's layout: `translation ||| 0-0 1-2`
+//   and `i ||| translation ||| 0-0 1-2 ||| F0= ... ||| score`; an empty line's is empty.
 // Empty lines are not searched: a model given only eos would still invent words.
 #pragma once
 
@@ -35,6 +37,10 @@ struct TranslatorOptions {
   // Each input line may hold a tab and then a prefix (target text) its translation must start
   // with (tx-translate --force-decode; BeamSearch's SourceSentence::prefix).
   bool force_decode = false;
+  // --alignment: each entry's translation followed by ` ||| ` and its alignment
+  // (decode/alignment.h), in tokens (SentencePiece pieces and eos, as Marian prints them) or,
+  // with words, in words.
+  AlignmentOptions alignment;
 };
 
 class Translator {
@@ -62,6 +68,8 @@ class Translator {
 
   // One input line's output entry (see the top of this file), without a final newline.
   std::string format(int64_t index, const NBest& nbest) const;
+  // With the alignment's words: format() of a sentence of source ids `source`.
+  std::string format(int64_t index, const NBest& nbest, const std::vector<int32_t>& source) const;
 
   const TranslatorOptions& options() const { return options_; }
   // Lines the last translate_stream or translate_lines cropped, and the 1-based number of the
@@ -72,6 +80,10 @@ class Translator {
  private:
   // The batch options as the search's limits on the sentences decoded together.
   SearchLimits limits() const;
+  // Token i's word (pieces joined at U+2581, eos in none): the alignment's words.
+  WordMap words_of(const data::Vocab& vocab, const std::vector<int32_t>& ids) const;
+  // The alignment field of one hypothesis (source: its sentence's ids, for words).
+  std::string alignment_of(const Hypothesis& h, const std::vector<int32_t>* source) const;
 
   const data::Vocab& src_vocab_;
   const data::Vocab& tgt_vocab_;

@@ -1,6 +1,7 @@
 // Marian's model.npz: the options in its "special:model.yml" array, the parameters under
 // Marian's names (transformer.h: encoder_l1_self_Wq, ..., decoder_ff_logit_out_W), weights
 // stored [in, out] (x W) where tx keeps [out, in] (x W^T).
+#include <charconv>
 #include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
@@ -132,6 +133,20 @@ io::ModelConfig config_from_yaml(const YAML::Node& yml, const std::string& where
            top, "'; tx reads a final norm (\"n\") after pre-norm layers only");
   c.final_norm = top == "n";
   c.marian_prenorm_cache = c.pre_norm;
+  // marian-decoder's alignments: head 0 of this layer (1-based, "last" by default), whether or
+  // not the model was trained with --guided-alignment.
+  const std::string layer =
+      option<std::string>(yml, "transformer-guided-alignment-layer", "last", where);
+  c.alignment_head = 0;
+  if (layer != "last") {
+    int n = 0;
+    const auto [end, ec] = std::from_chars(layer.data(), layer.data() + layer.size(), n);
+    TX_CHECK(ec == std::errc() && end == layer.data() + layer.size() && n >= 1 &&
+                 n <= c.decoder_layers,
+             where, " has --transformer-guided-alignment-layer '", layer,
+             "'; expected 'last' or a decoder layer from 1 to ", c.decoder_layers);
+    c.alignment_layer = n - 1;
+  }
   return c;
 }
 

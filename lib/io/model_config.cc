@@ -172,6 +172,11 @@ void ModelConfig::validate(bool require_vocab, const std::string& where) const {
   check_id(bos_id, "bos_id", tgt_vocab_size, true);
   check_id(eos_id, "eos_id", std::min(src_vocab_size, tgt_vocab_size), false);
   check_id(decoder_start_id, "decoder_start_id", tgt_vocab_size, true);
+  TX_CHECK(alignment_layer >= -1 && alignment_layer < decoder_layers, where,
+           ": alignment_layer = ", alignment_layer, " must name one of the ", decoder_layers,
+           " decoder layers (0-based; -1 for the last)");
+  TX_CHECK(alignment_head >= -1 && alignment_head < heads, where, ": alignment_head = ",
+           alignment_head, " must name one of the ", heads, " heads (0-based; -1 for their average)");
   // With unknown sizes (0) the check waits until they are set.
   TX_CHECK(tied_embeddings != TiedEmbeddings::all || src_vocab_size == 0 || tgt_vocab_size == 0 ||
                src_vocab_size == tgt_vocab_size,
@@ -213,7 +218,9 @@ json ModelConfig::to_json() const {
               {"bos_id", bos_id},
               {"eos_id", eos_id},
               {"decoder_start_id", decoder_start_id},
-              {"marian_prenorm_cache", marian_prenorm_cache}};
+              {"marian_prenorm_cache", marian_prenorm_cache},
+              {"alignment_layer", alignment_layer},
+              {"alignment_head", alignment_head}};
 }
 
 std::string ModelConfig::to_json_string() const {
@@ -284,6 +291,10 @@ void ModelConfig::update(const json& j, const std::string& where) {
       read_int(v, key, where, &decoder_start_id);
     else if (key == "marian_prenorm_cache")
       read_bool(v, key, where, &marian_prenorm_cache);
+    else if (key == "alignment_layer")
+      read_int(v, key, where, &alignment_layer);
+    else if (key == "alignment_head")
+      read_int(v, key, where, &alignment_head);
     else
       throw Error(str(where, ": unknown key '", key,
                       "'; check the spelling (keys: src_vocab_size, tgt_vocab_size, d_model, "
@@ -292,7 +303,7 @@ void ModelConfig::update(const json& j, const std::string& where) {
                       "pre_norm, max_length, "
                       "norm_eps, embed_scale, positions, position_offset, embed_norm, "
                       "final_norm, activation, output_bias, pad_id, unk_id, bos_id, eos_id, "
-                      "decoder_start_id, marian_prenorm_cache)"));
+                      "decoder_start_id, marian_prenorm_cache, alignment_layer, alignment_head)"));
   }
 }
 
@@ -326,7 +337,8 @@ bool ModelConfig::operator==(const ModelConfig& o) const {
          embed_norm == o.embed_norm && final_norm == o.final_norm && activation == o.activation &&
          output_bias == o.output_bias && pad_id == o.pad_id && unk_id == o.unk_id &&
          bos_id == o.bos_id && eos_id == o.eos_id && decoder_start_id == o.decoder_start_id &&
-         marian_prenorm_cache == o.marian_prenorm_cache;
+         marian_prenorm_cache == o.marian_prenorm_cache && alignment_layer == o.alignment_layer &&
+         alignment_head == o.alignment_head;
 }
 
 }  // namespace tx::io

@@ -59,8 +59,10 @@ class MultiHeadAttention {
   AttentionKV project_kv(Graph& g, const Var& memory) const;
   // query [B, T, d_model] projected to [B, heads, T, d_head].
   Var project_queries(Graph& g, const Var& query) const;
+  // probs, when given, receives the attention probabilities [B, heads, Tq, Tk] before dropout
+  // (word alignments read them: decode/alignment.h).
   Var attend(Graph& g, const Var& query, const AttentionKV& kv, const Tensor& key_lengths,
-             bool causal) const;
+             bool causal, Var* probs = nullptr) const;
 
   // Inference (no gradient, no dropout): query [R, 1, d_model], each span of rows attending
   // to its own keys and values (Backend::attend_memory) or cache (Backend::attend_cached); the
@@ -83,7 +85,7 @@ class MultiHeadAttention {
 
  private:
   Var context(Graph& g, const Var& q, const AttentionKV& kv, const Tensor& key_lengths,
-              bool causal) const;
+              bool causal, Var* probs_out) const;
 
   Linear q_proj_, k_proj_, v_proj_, out_proj_;
   Linear qkv_proj_;  // q_proj_ | k_proj_ | v_proj_, from prepare_inference on

@@ -14,15 +14,29 @@ DecoderLayer::DecoderLayer(ParamScope scope, const DecoderLayerConfig& config)
       ffn_(scope.child("ffn"), config.d_model, config.d_ff, config.relu_dropout, config.activation),
       ffn_norm_(scope.child("ffn_norm"), config.d_model, config.norm_eps) {}
 
-Var DecoderLayer::forward(Graph& g, const Var& x, const Var& memory,
-                          const Tensor& memory_lengths) const {
+Var DecoderLayer::forward(Graph& g, const Var& x, const Var& memory, const Tensor& memory_lengths,
+                          Var* cross_probs, bool as_decoded) const {
   const AttentionKV memory_kv = project_memory(g, memory);
+  const bool marian = as_decoded && config_.marian_prenorm_cache;
+  TX_CHECK(!marian || !g.grad_enabled(), "DecoderLayer::forward as decoded is inference only");
   return run(
       g, x,
       [&](const Var& h) {
-        return self_attn_.attend(g, h, self_attn_.project_kv(g, h), Tensor(), /*causal=*/true);
+        Var out = self_attn_.attend(g, h, self_attn_.project_kv(g, h), Tensor(), /*causal=*/true);
+        if (!marian) return out;
+        // step(): the first position attends to its normalised key and value (out's row 0);
+        // every later one to keys and values of x, the first position's included.
+        Var raw = self_attn_.attend(g, h, self_attn_.project_kv(g, x), Tensor(), true);
+        const Tensor first = out->value, rest = raw->value;
+        const int64_t B = rest.dim(0), T = rest.dim(1), d = rest.dim(2);
+        const Tensor rows = rest.view({B * T, d}), firsts = first.view({B * T, d});
+        for (int64_t b = 0; b < B; ++b)
+          g.backend().copy(firsts.slice(b * T, b * T + 1), rows.slice(b * T, b * T + 1));
+        return raw;
       },
-      [&](const Var& h) { return cross_attn_.attend(g, h, memory_kv, memory_lengths, false); });
+      [&](const Var& h) {
+        return cross_attn_.attend(g, h, memory_kv, memory_lengths, false, cross_probs);
+      });
 }
 
 AttentionKV DecoderLayer::project_memory(Graph& g, const Var& memory) const {

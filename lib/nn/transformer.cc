@@ -158,6 +158,23 @@ Var Transformer::decode(Graph& g, const Var& memory, const Tensor& src_lengths,
   return logits(g, x);
 }
 
+Var Transformer::cross_attention(Graph& g, const Var& memory, const Tensor& src_lengths,
+                                 const Tensor& tgt_in_ids, int layer) const {
+  TX_CHECK(layer >= 0 && layer < static_cast<int>(decoder_.size()), "cross-attention of layer ",
+           layer + 1, ": the decoder has ", decoder_.size(), " layers");
+  TX_CHECK(tgt_in_ids.ndim() == 2 && tgt_in_ids.dim(0) == memory->value.dim(0),
+           "Transformer::cross_attention: target ids ", tgt_in_ids.str(), " and memory ",
+           memory->value.str(), " must share the batch size");
+  NoGradScope no_grad(g);
+  EvalScope eval(g);
+  Var x = embed(g, tgt_embed_, tgt_embed_norm_, tgt_in_ids, 0);
+  Var probs;
+  for (int i = 0; i <= layer; ++i)
+    x = decoder_[static_cast<size_t>(i)].forward(g, x, memory, src_lengths,
+                                                 i == layer ? &probs : nullptr, true);
+  return probs;
+}
+
 DecoderState Transformer::start_decoding(Graph& g, const Var& memory, const Tensor& src_lengths,
                                          int64_t capacity, int64_t slots) const {
   NoGradScope no_grad(g);

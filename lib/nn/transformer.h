@@ -53,6 +53,12 @@ class Transformer {
   Var decode(Graph& g, const Var& memory, const Tensor& src_lengths,
              const Tensor& tgt_in_ids) const;
 
+  // The cross-attention probabilities [B, heads, T, S] of decoder layer `layer` (0-based)
+  // for the target inputs, as incremental decoding computes them (DecoderLayer::forward's
+  // as_decoded): the word alignments of decode/alignment.h. Inference only.
+  Var cross_attention(Graph& g, const Var& memory, const Tensor& src_lengths,
+                      const Tensor& tgt_in_ids, int layer) const;
+
   // Incremental decoding (inference: no gradient, no dropout). start_decoding computes each
   // decoder layer's cross-attention keys and values of the memory once and preallocates
   // `capacity` steps of self-attention cache for `slots` rows (at least the batch; both grow
