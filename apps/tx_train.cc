@@ -157,6 +157,8 @@ int train(const Options& options) {
   t.adam.clip_norm = static_cast<float>(options.number("clip-norm"));
   t.optimizer_delay = options.integer("optimizer-delay");
   if (options.has("exponential-smoothing")) t.smoothing = smoothing_options(options);
+  t.guided_alignment = options.text("guided-alignment");
+  t.guided_alignment_weight = static_cast<float>(options.number("guided-alignment-weight"));
 
   t.after_epochs = options.integer("after-epochs");
   t.after_updates = options.integer("after-updates");

@@ -335,6 +335,90 @@ TEST_CASE("Hugging Face model: tx-translate -m DIR's greedy lines equal generate
   }
 }
 
+// A Marian output line's fields split at " ||| ".
+std::vector<std::string> fields_of(const std::string& line) {
+  std::vector<std::string> f;
+  size_t at = 0;
+  while (true) {
+    const size_t bar = line.find(" ||| ", at);
+    f.push_back(line.substr(at, bar == std::string::npos ? std::string::npos : bar - at));
+    if (bar == std::string::npos) return f;
+    at = bar + 5;
+  }
+}
+
+TEST_CASE("Marian guided alignment: tx-translate --alignment equals marian-decoder's", "[import]") {
+  // alignment/ holds a pre-norm model trained with --guided-alignment on head 0 of decoder
+  // layer 1 of 2, and marian-decoder's alignments of the first 200 lines of test2016.en
+  // (make_alignment.py): the layer comes from its model.yml, and pre-norm decoding attends as
+  // Marian's cache does (DecoderLayer::forward's as_decoded).
+  TempDir dir;
+  const std::string data = shared_data_dir();
+  if (data.empty()) {
+    std::cout << "SKIPPED: ../shared/data (Multi30k test2016.en) not found" << std::endl;
+    return;
+  }
+  std::vector<std::string> lines = split_lines(slurp(data + "/multi30k/test2016.en"));
+  lines.resize(200);
+  std::string text;
+  for (const std::string& line : lines) text += line + "\n";
+  const std::string input = dir.file("input.en");
+  write_file(input, text);
+  const std::string vocab = fixture("post-relu-tiedall/vocab.spm");
+  const std::string flags = "-m " + fixture("alignment/model.npz") + " -v " + vocab + " " + vocab +
+                            " --normalize 0 --max-length-factor 3 --cpu-threads 1 < " + input;
+  struct Case {
+    const char* file;
+    const char* args;
+  };
+  for (const Case& c : {Case{"marian.beam4.hard", "--beam-size 4 --alignment hard"},
+                        Case{"marian.greedy.hard", "--beam-size 1 --alignment"},
+                        Case{"marian.beam4.t03.nbest", "--beam-size 4 --n-best 4 --alignment 0.3"},
+                        Case{"marian.beam4.soft.gz", "--beam-size 4 --alignment soft"}}) {
+    INFO(c.file);
+    Run r = run_program(dir, TX_TRANSLATE_BIN, std::string(c.args) + " " + flags);
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const std::string file = fixture(std::string("alignment/") + c.file);
+    // The soft alignments (1.2 MB of text) are kept gzipped; gzip is in every Debian.
+    const bool gz = file.size() > 3 && file.compare(file.size() - 3, 3, ".gz") == 0;
+    const std::vector<std::string> want =
+        split_lines(gz ? run_program(dir, "gzip", "-dc " + file).out : slurp(file));
+    const std::vector<std::string> got = split_lines(r.out);
+    REQUIRE(want.size() >= 200);
+    REQUIRE(got.size() == want.size());
+    const bool soft = std::string(c.file).find("soft") != std::string::npos;
+    double worst = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      INFO("line " << i << ": marian '" << want[i] << "'\ntx '" << got[i] << "'");
+      const std::vector<std::string> w = fields_of(want[i]), g = fields_of(got[i]);
+      REQUIRE(g.size() == w.size());
+      const size_t at = w.size() == 2 ? 1 : 2;  // the alignment's field (n-best: after the text)
+      for (size_t k = 0; k < at; ++k) CHECK(g[k] == w[k]);  // id, text (scores: other tests)
+      if (!soft) {
+        CHECK(g[at] == w[at]);
+        continue;
+      }
+      // Soft: every probability within Marian's 6 printed digits.
+      auto numbers = [](std::string f) {
+        std::replace(f.begin(), f.end(), ',', ' ');
+        std::istringstream in(f);
+        std::vector<double> v;
+        for (double x; in >> x;) v.push_back(x);
+        return v;
+      };
+      const std::vector<double> wv = numbers(w[at]), gv = numbers(g[at]);
+      REQUIRE(gv.size() == wv.size());
+      REQUIRE_FALSE(wv.empty());
+      for (size_t k = 0; k < wv.size(); ++k) {
+        worst = std::max(worst, std::abs(gv[k] - wv[k]));
+        CHECK(std::abs(gv[k] - wv[k]) <= 2e-6 + 1e-5 * std::abs(wv[k]));
+      }
+    }
+    if (soft) std::cout << "soft alignments: largest difference " << worst << std::endl;
+  }
+}
+
 TEST_CASE("tx-average of a Marian model with itself translates as marian-decoder", "[import]") {
   TempDir dir;
   TX_SOURCE_OR_SKIP();

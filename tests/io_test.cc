@@ -447,7 +447,7 @@ TEST_CASE("io ModelConfig: JSON round trip, also through safetensors metadata", 
                        Contains("\"norm_eps\":1e-06"));
   CHECK(ModelConfig::from_json_string(text) == c);
   CHECK(ModelConfig::from_json(c.to_json()) == c);
-  CHECK(c.to_json().size() == 30);
+  CHECK(c.to_json().size() == 32);
   // The imported models' variants travel too.
   ModelConfig v = c;
   v.embed_scale = false;

@@ -158,6 +158,15 @@ std::vector<OptionSpec> make_registry() {
   t.push_back(model_option("eos-id", "eos_id", "End-of-sentence id", non_negative));
   t.push_back(model_option("decoder-start-id", "decoder_start_id",
                            "The decoder's first input (-1: a zero vector, Marian's)", token_id));
+  t.push_back(model_option("transformer-guided-alignment-layer", "alignment_layer",
+                           "The decoder layer (1-based; 0 the last) whose cross-attention "
+                           "tx-translate --alignment reads and --guided-alignment trains",
+                           non_negative));
+  t.push_back(model_option(
+      "alignment-head", "alignment_head",
+      "That layer's head (-1: the average over heads; --guided-alignment "
+      "trains head 0 then, as Marian)",
+      [](const json& v) { return v.get<int64_t>() >= -1 ? "" : "must be -1 or more"; }));
   t.push_back(model_option("marian-prenorm-cache", "marian_prenorm_cache",
                            "Decode pre-norm layers as marian-decoder does (docs/models.md)"));
 
@@ -353,6 +362,15 @@ std::vector<OptionSpec> make_registry() {
   t.push_back(option("optimizer-delay", OptionType::integer, 1,
                      "Batches whose gradients are summed per update (per process under mpirun)",
                      kTrain, training, positive));
+  t.push_back(option("guided-alignment", OptionType::text, "",
+                     "Word alignments of the training pairs (Marian's): one line per pair of "
+                     "'s-t' token positions, counted over the vocabularies' pieces; head 0 of "
+                     "--transformer-guided-alignment-layer learns them (head 0 unless "
+                     "--alignment-head), for tx-translate --alignment",
+                     kTrain, training));
+  t.push_back(option("guided-alignment-weight", OptionType::number, 0.1,
+                     "Weight of the guided-alignment cross-entropy beside the translation loss",
+                     kTrain, training, at_least_zero));
   OptionSpec smoothing =
       option("exponential-smoothing", OptionType::list, nullptr,
              "Keep exponentially smoothed weights for validation and the model files (Marian's): "

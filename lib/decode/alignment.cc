@@ -80,7 +80,7 @@ std::vector<SoftAlignment> soft_alignments(Graph& g, const nn::Transformer& mode
                    copies.view({N, S * d}));
     rows = make_var(copies);
   }
-  const int layer = c.alignment_layer < 0 ? c.decoder_layers - 1 : c.alignment_layer;
+  const int layer = c.aligned_layer();
   const Var probs = model.cross_attention(g, rows, be.upload(request_lengths, {N}),
                                           be.upload(tgt, {N, T}), layer);
   const std::vector<float> p = be.download<float>(probs->value);  // [N, H, T, S]

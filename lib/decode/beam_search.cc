@@ -580,8 +580,12 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
         if (!hf && static_cast<int>(s.finished.size()) >= beam) return;
         const std::vector<int32_t> h = c.trail.ids(c.rows[row].last);
         if (!log_probs) score = std::numeric_limits<float>::quiet_NaN();
-        s.finished.push_back({h, score, normalise(score, h.size() + 1, options_.length_penalty),
-                              parts_of(row, slot), true, {}});
+        s.finished.push_back({h,
+                              score,
+                              normalise(score, h.size() + 1, options_.length_penalty),
+                              parts_of(row, slot),
+                              true,
+                              {}});
         if (hf && static_cast<int>(s.finished.size()) > beam) {
           // BeamHypotheses.add: the worst leaves (the earliest of equals).
           auto worst = std::min_element(
@@ -610,8 +614,7 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
         const int slots = beam - static_cast<int>(s.finished.size());
         const bool last = t >= s.max_length;
         if (s.empty_source && t == 0)
-          s.finished.push_back(
-              {{}, 0.0f, 0.0f, std::vector<float>(picked.size(), 0.0f), true, {}});
+          s.finished.push_back({{}, 0.0f, 0.0f, std::vector<float>(picked.size(), 0.0f), true, {}});
         for (int i = 0, taken = 0; i < top && !s.empty_source && taken < slots; ++i, ++taken) {
           const float score = values[k * top + i];
           if (score < kDeadBelow) break;
@@ -623,8 +626,12 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
             std::vector<int32_t> h = c.trail.ids(c.rows[row].last);
             h.push_back(token);
             const float shown = log_probs ? score : std::numeric_limits<float>::quiet_NaN();
-            s.finished.push_back({h, shown, normalise(shown, h.size(), options_.length_penalty),
-                                  parts_of(row, k * top + i), /*eos=*/false, {}});
+            s.finished.push_back({h,
+                                  shown,
+                                  normalise(shown, h.size(), options_.length_penalty),
+                                  parts_of(row, k * top + i),
+                                  /*eos=*/false,
+                                  {}});
           } else {
             live.push_back(Row{row, token, score, c.trail.extend(c.rows[row].last, token),
                                parts_of(row, k * top + i)});

@@ -159,7 +159,8 @@ int64_t Translator::translate_stream(std::istream& in, std::ostream& out, const 
   std::unordered_map<int64_t, std::vector<int32_t>> sources;
   auto finished = [&](int64_t index, const NBest& nbest) {
     auto it = sources.find(index);
-    output.put(index, it == sources.end() ? format(index, nbest) : format(index, nbest, it->second));
+    output.put(index,
+               it == sources.end() ? format(index, nbest) : format(index, nbest, it->second));
     if (it != sources.end()) sources.erase(it);
     if (on_batch) on_batch(++done);
   };

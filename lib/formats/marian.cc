@@ -1,10 +1,10 @@
 // Marian's model.npz: the options in its "special:model.yml" array, the parameters under
 // Marian's names (transformer.h: encoder_l1_self_Wq, ..., decoder_ff_logit_out_W), weights
 // stored [in, out] (x W) where tx keeps [out, in] (x W^T).
-#include <charconv>
 #include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
+#include <charconv>
 #include <map>
 #include <set>
 
@@ -141,11 +141,11 @@ io::ModelConfig config_from_yaml(const YAML::Node& yml, const std::string& where
   if (layer != "last") {
     int n = 0;
     const auto [end, ec] = std::from_chars(layer.data(), layer.data() + layer.size(), n);
-    TX_CHECK(ec == std::errc() && end == layer.data() + layer.size() && n >= 1 &&
-                 n <= c.decoder_layers,
-             where, " has --transformer-guided-alignment-layer '", layer,
-             "'; expected 'last' or a decoder layer from 1 to ", c.decoder_layers);
-    c.alignment_layer = n - 1;
+    TX_CHECK(
+        ec == std::errc() && end == layer.data() + layer.size() && n >= 1 && n <= c.decoder_layers,
+        where, " has --transformer-guided-alignment-layer '", layer,
+        "'; expected 'last' or a decoder layer from 1 to ", c.decoder_layers);
+    c.alignment_layer = n;
   }
   return c;
 }

@@ -172,9 +172,9 @@ void ModelConfig::validate(bool require_vocab, const std::string& where) const {
   check_id(bos_id, "bos_id", tgt_vocab_size, true);
   check_id(eos_id, "eos_id", std::min(src_vocab_size, tgt_vocab_size), false);
   check_id(decoder_start_id, "decoder_start_id", tgt_vocab_size, true);
-  TX_CHECK(alignment_layer >= -1 && alignment_layer < decoder_layers, where,
+  TX_CHECK(alignment_layer >= 0 && alignment_layer <= decoder_layers, where,
            ": alignment_layer = ", alignment_layer, " must name one of the ", decoder_layers,
-           " decoder layers (0-based; -1 for the last)");
+           " decoder layers (1-based; 0 for the last)");
   TX_CHECK(alignment_head >= -1 && alignment_head < heads, where, ": alignment_head = ",
            alignment_head, " must name one of the ", heads, " heads (0-based; -1 for their average)");
   // With unknown sizes (0) the check waits until they are set.

@@ -77,12 +77,17 @@ struct ModelConfig {
   // first step, unlike its training and scoring. On for Marian's pre-norm models, so that
   // tx-translate equals marian-decoder; only incremental decoding reads it.
   bool marian_prenorm_cache = false;
-  // The cross-attention that word alignments read (decode/alignment.h): decoder layer
-  // alignment_layer (0-based; -1 the last) and head alignment_head (-1 the average over heads,
-  // fairseq's rule). tx-train --guided-alignment trains head 0 and sets it; a Marian model's
-  // is head 0 of its transformer-guided-alignment-layer, as marian-decoder reads it.
-  int32_t alignment_layer = -1;
+  // The cross-attention that word alignments read (decode/alignment.h) and tx-train
+  // --guided-alignment trains: decoder layer alignment_layer (1-based, 0 the last: Marian's
+  // --transformer-guided-alignment-layer) and head alignment_head (-1 the average over heads,
+  // fairseq's rule; guided alignment trains head 0 then, as Marian). A Marian model's is head 0
+  // of its transformer-guided-alignment-layer, as marian-decoder reads it.
+  int32_t alignment_layer = 0;
   int32_t alignment_head = -1;
+  // alignment_layer as a 0-based decoder layer.
+  int aligned_layer() const {
+    return alignment_layer == 0 ? decoder_layers - 1 : alignment_layer - 1;
+  }
 
   // "transformer-base" or "transformer-big" (paper Table 3); vocabulary sizes stay 0.
   static ModelConfig preset(const std::string& name);

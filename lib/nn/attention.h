@@ -60,9 +60,10 @@ class MultiHeadAttention {
   // query [B, T, d_model] projected to [B, heads, T, d_head].
   Var project_queries(Graph& g, const Var& query) const;
   // probs, when given, receives the attention probabilities [B, heads, Tq, Tk] before dropout
-  // (word alignments read them: decode/alignment.h).
+  // (word alignments read them: decode/alignment.h); scores the unscaled, unmasked q k^T they
+  // are the softmax of, kept for a loss on them (guided alignment: train/guided_alignment.h).
   Var attend(Graph& g, const Var& query, const AttentionKV& kv, const Tensor& key_lengths,
-             bool causal, Var* probs = nullptr) const;
+             bool causal, Var* probs = nullptr, Var* scores = nullptr) const;
 
   // Inference (no gradient, no dropout): query [R, 1, d_model], each span of rows attending
   // to its own keys and values (Backend::attend_memory) or cache (Backend::attend_cached); the
@@ -84,8 +85,8 @@ class MultiHeadAttention {
   int64_t d_model() const { return d_model_; }
 
  private:
-  Var context(Graph& g, const Var& q, const AttentionKV& kv, const Tensor& key_lengths,
-              bool causal, Var* probs_out) const;
+  Var context(Graph& g, const Var& q, const AttentionKV& kv, const Tensor& key_lengths, bool causal,
+              Var* probs_out, Var* scores_out) const;
 
   Linear q_proj_, k_proj_, v_proj_, out_proj_;
   Linear qkv_proj_;  // q_proj_ | k_proj_ | v_proj_, from prepare_inference on

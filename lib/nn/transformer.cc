@@ -66,8 +66,8 @@ Transformer::Transformer(ParamScope scope, const io::ModelConfig& config) : conf
 }
 
 Var Transformer::forward(Graph& g, const Tensor& src_ids, const Tensor& src_lengths,
-                         const Tensor& tgt_in_ids) const {
-  return decode(g, encode(g, src_ids, src_lengths), src_lengths, tgt_in_ids);
+                         const Tensor& tgt_in_ids, CrossAttentionScores* scores) const {
+  return decode(g, encode(g, src_ids, src_lengths), src_lengths, tgt_in_ids, scores);
 }
 
 float Transformer::embed_scale() const {
@@ -148,13 +148,18 @@ void Transformer::prepare_inference(Backend& be, ops::WeightForm form) {
 }
 
 Var Transformer::decode(Graph& g, const Var& memory, const Tensor& src_lengths,
-                        const Tensor& tgt_in_ids) const {
+                        const Tensor& tgt_in_ids, CrossAttentionScores* scores) const {
   TX_CHECK(tgt_in_ids.ndim() == 2 && memory->value.ndim() == 3 &&
                tgt_in_ids.dim(0) == memory->value.dim(0),
            "Transformer::decode: target ids ", tgt_in_ids.str(), " and memory ",
            memory->value.str(), " must share the batch size");
   Var x = embed(g, tgt_embed_, tgt_embed_norm_, tgt_in_ids, 0, config_.dropout_trg);
-  for (const DecoderLayer& layer : decoder_) x = layer.forward(g, x, memory, src_lengths);
+  const int kept = !scores ? -2 : scores->layer < 0 ? int(decoder_.size()) - 1 : scores->layer;
+  TX_CHECK(kept < int(decoder_.size()), "Transformer::decode: no decoder layer ", kept + 1, " of ",
+           decoder_.size(), " to keep the cross-attention scores of");
+  for (size_t i = 0; i < decoder_.size(); ++i)
+    x = decoder_[i].forward(g, x, memory, src_lengths, nullptr, false,
+                            int(i) == kept ? &scores->scores : nullptr);
   return logits(g, x);
 }
 

@@ -45,13 +45,19 @@ class Transformer {
   // Teacher-forced logits [B, T, tgt_vocab]. src_ids i32 [B, S] right-padded, src_lengths
   // i32 [B]; tgt_in_ids i32 [B, T]: the target shifted right (BOS first). Position t sees
   // target inputs 0..t only.
-  Var forward(Graph& g, const Tensor& src_ids, const Tensor& src_lengths,
-              const Tensor& tgt_in_ids) const;
+  // With `scores`, its layer's cross-attention scores are kept (decoder layer scores->layer,
+  // 0-based, -1 the last): a loss on them (tx-train --guided-alignment).
+  struct CrossAttentionScores {
+    int layer = -1;
+    Var scores;  // [B, heads, T, S], unscaled and unmasked (MultiHeadAttention::attend)
+  };
+  Var forward(Graph& g, const Tensor& src_ids, const Tensor& src_lengths, const Tensor& tgt_in_ids,
+              CrossAttentionScores* scores = nullptr) const;
   // The encoder output ("memory") [B, S, d_model].
   Var encode(Graph& g, const Tensor& src_ids, const Tensor& src_lengths) const;
   // Logits [B, T, tgt_vocab] of the target inputs given the memory.
-  Var decode(Graph& g, const Var& memory, const Tensor& src_lengths,
-             const Tensor& tgt_in_ids) const;
+  Var decode(Graph& g, const Var& memory, const Tensor& src_lengths, const Tensor& tgt_in_ids,
+             CrossAttentionScores* scores = nullptr) const;
 
   // The cross-attention probabilities [B, heads, T, S] of decoder layer `layer` (0-based)
   // for the target inputs, as incremental decoding computes them (DecoderLayer::forward's

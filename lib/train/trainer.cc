@@ -27,6 +27,7 @@
 #include "nn/transformer.h"
 #include "train/checkpoint.h"
 #include "train/early_stopping.h"
+#include "train/guided_alignment.h"
 #include "train/training_state.h"
 #include "train/update_step.h"
 #include "train/validation.h"
@@ -289,6 +290,8 @@ TrainerResult Trainer::run() {
                !o.pretrained_model.empty(),
            "--tied-embeddings all needs one joint vocabulary: give one path twice in --vocabs "
            "(or none), or use --tied-embeddings decoder or none");
+  // The layer and head are the model options' (a pretrained model's own when fine-tuning).
+  if (!o.guided_alignment.empty() && config.alignment_head < 0) config.alignment_head = 0;
   config.validate(true, "the model options");
 
   // ---- data ---------------------------------------------------------------------------------
@@ -297,6 +300,13 @@ TrainerResult Trainer::run() {
   const data::ParallelCorpus corpus =
       data::load_parallel_corpus(o.train_src, o.train_tgt, *src_vocab, tgt_vocab, corpus_options);
   if (!quiet) log("training data: ", corpus.stats().summary(corpus_options));
+  std::unique_ptr<GuidedAlignments> alignments;
+  if (!o.guided_alignment.empty()) {
+    alignments = std::make_unique<GuidedAlignments>(o.guided_alignment);
+    TX_CHECK(alignments->lines() == corpus.stats().pairs_read, "--guided-alignment: '",
+             o.guided_alignment, "' has ", alignments->lines(), " lines but the training data ",
+             corpus.stats().pairs_read, " pairs; give one alignment line per pair");
+  }
   data::BatcherOptions batcher_options;
   batcher_options.ids = data::special_ids(config);
   batcher_options.max_tokens = o.max_tokens;
@@ -374,6 +384,9 @@ TrainerResult Trainer::run() {
   if (scaler.enabled() && state.loss_scale > 0)
     scaler.restore(state.loss_scale, state.loss_scale_clean);
   UpdateStep step(be_, model, params, adam, graph, config, world, o.optimizer_delay, scaler);
+  if (alignments)
+    step.set_alignment({alignments.get(), &corpus, o.guided_alignment_weight,
+                        config.aligned_layer(), config.alignment_head});
   ExponentialSmoothing smoothing(be_, params, step.flat_params(), o.smoothing);
   if (smoothing.enabled() && result.resumed && !load_smoothed(ckpt, be_, smoothing.tensors()) &&
       !quiet)

@@ -77,6 +77,11 @@ struct TrainerOptions {
   // --exponential-smoothing: validation and the model files use the smoothed weights; the
   // checkpoint holds both (train/smoothing.h).
   SmoothingOptions smoothing;
+  // --guided-alignment FILE (one `s-t ...` line per training pair, train/guided_alignment.h):
+  // the model config's alignment layer and head (head 0 when it is -1, as Marian) learn the
+  // alignments; tx-translate --alignment reads them. Empty: none.
+  std::string guided_alignment;
+  float guided_alignment_weight = 0.1f;
 
   int64_t after_epochs = 0;   // 0: no limit
   int64_t after_updates = 0;  // total updates (a resumed run counts those done before)

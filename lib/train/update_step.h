@@ -24,6 +24,7 @@
 #include "io/model_config.h"
 #include "nn/parameters.h"
 #include "nn/transformer.h"
+#include "train/batch_loss.h"
 #include "train/collective.h"
 #include "train/loss_scaler.h"
 #include "train/optimizer.h"
@@ -65,6 +66,10 @@ class UpdateStep {
   Result run(const std::function<const data::Batch*()>& next, double lr,
              const std::function<bool()>& stop_requested);
 
+  // tx-train --guided-alignment: each batch's loss gets the alignment term (its pointers must
+  // outlive the step).
+  void set_alignment(const AlignmentTerm& term) { alignment_ = term; }
+
   int64_t batches_per_update() const { return batches_per_update_; }
   // Every parameter's value, in order, in one buffer (ParameterSet::make_contiguous).
   const Tensor& flat_params() const { return flat_params_; }
@@ -78,6 +83,7 @@ class UpdateStep {
   nn::ParameterSet& params_;
   Adam& adam_;
   Graph& graph_;
+  AlignmentTerm alignment_;
   const io::ModelConfig& config_;
   Collective& world_;
   int64_t optimizer_delay_;
