@@ -1,6 +1,7 @@
 // The tx-translate and tx-score programs, run as real processes on a tiny random model and a
 // vocabulary trained on the fly: line structure and agreement with the library (Translator,
 // corpus_bleu/corpus_chrf, a teacher-forced forward), and the exit codes of their errors.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <fstream>
@@ -206,6 +207,79 @@ TEST_CASE("tx-translate: one line per input line in input order, as the library 
     std::ostringstream want;
     tr.translate_stream(in, want);
     CHECK(r.out == want.str());
+  }
+  SECTION("--alignment: Marian's field after each line, as the library; words; bad values") {
+    Run hard = run(f.dir, TX_TRANSLATE_BIN, flags + " --alignment < " + f.dir.file("in.txt"));
+    REQUIRE(hard.status == 0);
+    Run plain = run(f.dir, TX_TRANSLATE_BIN, flags + " < " + f.dir.file("in.txt"));
+    const std::vector<std::string> lines = split_lines(hard.out), texts = split_lines(plain.out);
+    REQUIRE(lines.size() == input.size());
+    for (size_t i = 0; i < lines.size(); ++i) {
+      INFO(lines[i]);
+      const size_t bar = lines[i].find(" ||| ");
+      REQUIRE(bar != std::string::npos);
+      CHECK(lines[i].substr(0, bar) == texts[i]);  // the search is unchanged
+      if (input[i].empty()) CHECK(lines[i] == " ||| ");
+    }
+    o.alignment.kind = tx::decode::AlignmentKind::hard;
+    f.model.prepare_inference(*f.be, tx::ops::WeightForm::f32);
+    {
+      tx::decode::Translator tr(*f.be, f.model, *f.vocab, *f.vocab, o);
+      std::istringstream in(join_lines(input));
+      std::ostringstream want;
+      tr.translate_stream(in, want);
+      CHECK(hard.out == want.str());
+    }
+    // Soft: a group per target token and eos, each of the source's tokens and eos, summing to 1.
+    Run soft = run(f.dir, TX_TRANSLATE_BIN, flags + " --alignment soft < " + f.dir.file("in.txt"));
+    REQUIRE(soft.status == 0);
+    const std::vector<std::string> soft_lines = split_lines(soft.out);
+    for (size_t i = 0; i < input.size(); ++i) {
+      if (input[i].empty()) continue;
+      std::istringstream groups(soft_lines[i].substr(soft_lines[i].find(" ||| ") + 5));
+      int rows = 0;
+      for (std::string group; groups >> group; ++rows) {
+        std::replace(group.begin(), group.end(), ',', ' ');
+        std::istringstream values(group);
+        double sum = 0;
+        int cols = 0;
+        for (double v; values >> v; ++cols) sum += v;
+        CHECK(cols == int(f.vocab->encode(input[i]).size()) + 1);
+        CHECK(std::abs(sum - 1.0) < 1e-4);
+      }
+      // The hard alignment has one pair per group: its most probable source token.
+      const std::string pairs = lines[i].substr(lines[i].find(" ||| ") + 5);
+      CHECK(std::count(pairs.begin(), pairs.end(), '-') == rows);
+    }
+    // Words: every pair within the line's whitespace-separated words (eos left out).
+    Run words = run(f.dir, TX_TRANSLATE_BIN,
+                    flags + " --alignment 0.2 --alignment-words < " + f.dir.file("in.txt"));
+    REQUIRE(words.status == 0);
+    const std::vector<std::string> word_lines = split_lines(words.out);
+    auto count_words = [](const std::string& s) {
+      std::istringstream in(s);
+      int n = 0;
+      for (std::string w; in >> w;) ++n;
+      return n;
+    };
+    int pairs_seen = 0;
+    for (size_t i = 0; i < input.size(); ++i) {
+      const size_t bar = word_lines[i].find(" ||| ");
+      std::istringstream pairs(word_lines[i].substr(bar + 5));
+      for (std::string p; pairs >> p; ++pairs_seen) {
+        INFO(word_lines[i] << ": " << p);
+        CHECK(std::stoi(p.substr(0, p.find('-'))) < count_words(input[i]));
+        CHECK(std::stoi(p.substr(p.find('-') + 1)) < count_words(word_lines[i].substr(0, bar)));
+      }
+    }
+    CHECK(pairs_seen > 10);
+    for (const char* bad : {"--alignment 2", "--alignment firm", "--alignment-words"}) {
+      INFO(bad);
+      Run r = run(f.dir, TX_TRANSLATE_BIN, flags + " " + bad + " < " + f.dir.file("in.txt"));
+      CHECK(r.status == 2);
+      CHECK(one_line(r.err));
+      CHECK(r.out.empty());
+    }
   }
   SECTION("empty input: empty output, exit 0") {
     std::ofstream(f.dir.file("empty.txt")).flush();

@@ -27,8 +27,9 @@ enum class AlignmentKind { none, hard, threshold, soft };
 struct AlignmentOptions {
   AlignmentKind kind = AlignmentKind::none;
   float threshold = 1.0f;  // threshold: every pair with probability > it
-  // Source and target words instead of tokens: SentencePiece pieces joined at the pieces that
-  // begin with U+2581, eos left out (Translator; see format_alignment).
+  // Source and target words instead of tokens: the whitespace-separated words of the text,
+  // pieces joined at those that begin with U+2581, eos left out (Translator::words_of; see
+  // format_alignment).
   bool words = false;
 };
 

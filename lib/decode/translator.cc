@@ -92,16 +92,29 @@ Translator::Translator(Backend& be, std::vector<const nn::Transformer*> models,
 }
 
 WordMap Translator::words_of(const data::Vocab& vocab, const std::vector<int32_t>& ids) const {
-  static const std::string kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's word start
-  WordMap words;
+  // Words are the whitespace-separated words of the decoded text: a piece that starts with
+  // U+2581 (SentencePiece's space) begins one; a piece of spaces alone goes with the word that
+  // follows it, or with none at the end; eos is in none.
+  static const std::string kSpace = "\xE2\x96\x81";
+  WordMap words(ids.size(), -1);
+  std::vector<size_t> spaces;  // space-only pieces waiting for the next word
   int32_t word = -1;
-  for (int32_t id : ids) {
-    if (id == vocab.eos_id()) {
-      words.push_back(-1);
+  bool boundary = true;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] == vocab.eos_id()) continue;
+    std::string piece = vocab.piece(ids[i]);
+    size_t at = 0;
+    while (piece.compare(at, kSpace.size(), kSpace) == 0) at += kSpace.size();
+    boundary = boundary || at > 0;
+    if (at == piece.size()) {
+      spaces.push_back(i);
       continue;
     }
-    if (word < 0 || vocab.piece(id).rfind(kSpace, 0) == 0) ++word;
-    words.push_back(word);
+    if (boundary) ++word;
+    boundary = false;
+    for (size_t k : spaces) words[k] = word;
+    spaces.clear();
+    words[i] = word;
   }
   return words;
 }
