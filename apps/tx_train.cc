@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -158,6 +159,19 @@ int train(const Options& options) {
   t.optimizer_delay = options.integer("optimizer-delay");
   if (options.has("exponential-smoothing")) t.smoothing = smoothing_options(options);
   t.guided_alignment = options.text("guided-alignment");
+  const std::vector<std::string> alphas = options.has("sentencepiece-alphas")
+                                              ? options.list("sentencepiece-alphas")
+                                              : std::vector<std::string>();
+  if (alphas.size() > 2)
+    throw tx::app::UsageError("--sentencepiece-alphas takes A [B] (source, target), got " +
+                              std::to_string(alphas.size()) + " values");
+  for (const std::string& a : alphas) {
+    const std::optional<double> x = tx::app::parse_number(a);
+    if (!x || *x < 0)
+      throw tx::app::UsageError("--sentencepiece-alphas: '" + a +
+                                "' is not an alpha (a number >= 0; 0 keeps the best segmentation)");
+    t.sentencepiece_alphas.push_back(static_cast<float>(*x));
+  }
   t.guided_alignment_weight = static_cast<float>(options.number("guided-alignment-weight"));
 
   t.after_epochs = options.integer("after-epochs");

@@ -368,6 +368,11 @@ std::vector<OptionSpec> make_registry() {
                      "--transformer-guided-alignment-layer learns them (head 0 unless "
                      "--alignment-head), for tx-translate --alignment",
                      kTrain, training));
+  t.push_back(option("sentencepiece-alphas", OptionType::list, nullptr,
+                     "Subword regularisation (Marian's): each epoch, the source (A) and target "
+                     "(B) sides segmented by SentencePiece sampling with smoothing alpha A [B] "
+                     "(0: the best segmentation, as validation and translation use)",
+                     kTrain, training));
   t.push_back(option("guided-alignment-weight", OptionType::number, 0.1,
                      "Weight of the guided-alignment cross-entropy beside the translation loss",
                      kTrain, training, at_least_zero));

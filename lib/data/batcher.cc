@@ -24,27 +24,38 @@ void shuffle(std::vector<T>& v, uint64_t seed, uint64_t epoch, uint64_t stream) 
 }  // namespace
 
 Batcher::Batcher(const ParallelCorpus& corpus, const BatcherOptions& options)
-    : corpus_(corpus), options_(options) {
+    : corpus_(&corpus), options_(options) {
   TX_CHECK(options.max_tokens > 0, "--max-tokens must be > 0 (e.g. 4096)");
   TX_CHECK(options.max_sentences >= 0, "--max-sentences must be >= 0 (0: no cap)");
   TX_CHECK(options.maxi_batch >= 0, "--maxi-batch must be >= 0 (0: sort the whole corpus)");
   TX_CHECK(corpus.size() > 0,
            "the training corpus has no sentence pair (after filtering); check the files and "
            "the length limits");
+  measure();
+}
+
+void Batcher::measure() {
+  const ParallelCorpus& corpus = *corpus_;
   cost_.resize(corpus.size());
   for (int64_t i = 0; i < corpus.size(); ++i) {
     int64_t s = source_row_length(corpus.src_length(i));
     int64_t t = target_row_length(corpus.tgt_length(i));
     cost_[i] = std::max(s, t);
-    TX_CHECK(cost_[i] <= options.max_tokens, "the sentence pair at line ", corpus.line(i), " is ",
+    TX_CHECK(cost_[i] <= options_.max_tokens, "the sentence pair at line ", corpus.line(i), " is ",
              s, " source and ", t, " target tokens wide (with eos/bos), more than ",
-             "--max-tokens ", options.max_tokens,
+             "--max-tokens ", options_.max_tokens,
              "; raise --max-tokens or drop long pairs with a length limit");
   }
 }
 
+void Batcher::set_resampling(std::function<ParallelCorpus(int64_t epoch)> resample) {
+  resample_ = std::move(resample);
+  plan_epoch_ = -1;  // the next plan samples its epoch
+}
+
 EpochPlan Batcher::plan(int64_t epoch) const {
-  const int64_t n = corpus_.size();
+  const ParallelCorpus& corpus = *corpus_;
+  const int64_t n = corpus.size();
   EpochPlan plan;
   plan.order.resize(n);
   for (int64_t i = 0; i < n; ++i) plan.order[i] = i;
@@ -54,9 +65,9 @@ EpochPlan Batcher::plan(int64_t epoch) const {
   const int64_t window_rows = options_.maxi_batch * options_.max_sentences;
   auto by_length = [&](int64_t a, int64_t b) {
     if (cost_[a] != cost_[b]) return cost_[a] < cost_[b];
-    if (corpus_.src_length(a) != corpus_.src_length(b))
-      return corpus_.src_length(a) < corpus_.src_length(b);
-    return corpus_.tgt_length(a) < corpus_.tgt_length(b);
+    if (corpus.src_length(a) != corpus.src_length(b))
+      return corpus.src_length(a) < corpus.src_length(b);
+    return corpus.tgt_length(a) < corpus.tgt_length(b);
   };
   int64_t begin = 0;
   while (begin < n) {
@@ -108,6 +119,14 @@ EpochPlan Batcher::plan(int64_t epoch) const {
 
 void Batcher::ensure_plan() {
   if (plan_epoch_ == position_.epoch) return;
+  if (resample_) {
+    ParallelCorpus sampled = resample_(position_.epoch);
+    TX_CHECK(sampled.size() == corpus_->size(), "subword sampling gave ", sampled.size(),
+             " pairs for a corpus of ", corpus_->size());
+    sampled_ = std::move(sampled);
+    corpus_ = &sampled_;
+    measure();
+  }
   plan_ = plan(position_.epoch);
   plan_epoch_ = position_.epoch;
 }
@@ -125,7 +144,8 @@ bool Batcher::next(Batch& batch) {
   }
   int64_t b = position_.batch++;
   int64_t first = plan_.starts[b];
-  fill_batch(corpus_, plan_.order.data() + first, plan_.starts[b + 1] - first, batch, options_.ids);
+  fill_batch(*corpus_, plan_.order.data() + first, plan_.starts[b + 1] - first, batch,
+             options_.ids);
   return true;
 }
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "data/batch.h"
@@ -64,14 +65,25 @@ class Batcher {
   // Batches in the current epoch (the count varies a little between epochs).
   int64_t batches_in_epoch();
 
-  // The batches of `epoch`, without touching the position.
+  // The batches of `epoch`, without touching the position. With resampling, from the lengths
+  // of the segmentation in use (the current epoch's; another epoch's are an estimate).
   EpochPlan plan(int64_t epoch) const;
+
+  // Subword sampling (data/subword_sampling.h): `resample(epoch)` gives the epoch's pairs,
+  // the corpus's pairs in its order with other ids; called once per epoch when its plan is
+  // made, the plan then from its lengths. A sample wider than max_tokens is an error, so the
+  // sampler crops to fit.
+  void set_resampling(std::function<ParallelCorpus(int64_t epoch)> resample);
   const BatcherOptions& options() const { return options_; }
 
  private:
   void ensure_plan();
+  // cost_ from corpus_'s lengths; throws naming a pair wider than max_tokens.
+  void measure();
 
-  const ParallelCorpus& corpus_;
+  const ParallelCorpus* corpus_;
+  std::function<ParallelCorpus(int64_t)> resample_;
+  ParallelCorpus sampled_;  // the current epoch's, with resampling
   BatcherOptions options_;
   std::vector<int64_t> cost_;  // per pair: max(source row, target row) width
   BatchPosition position_;

@@ -173,6 +173,27 @@ std::vector<int32_t> Vocab::encode(std::string_view line) const {
   return ids;
 }
 
+std::vector<int32_t> Vocab::sample(std::string_view line, float alpha) const {
+  TX_CHECK(sp_, "'", path_, "' is not a SentencePiece model, so it cannot sample segmentations; ",
+           "use SentencePiece vocabularies or leave out --sentencepiece-alphas");
+  std::string problem = describe_invalid_utf8(line);
+  TX_CHECK(problem.empty(), problem, "; convert the text to UTF-8");
+  std::vector<int32_t> ids;
+  if (!table_.empty()) {
+    std::vector<std::string> pieces;
+    auto status = sp_->SampleEncode(line, -1, alpha, &pieces);
+    TX_CHECK(status.ok(), "cannot sample a segmentation with '", path_, "': ", status.message());
+    for (const std::string& piece : pieces) {
+      auto it = index_.find(piece);
+      ids.push_back(it != index_.end() ? it->second : unk_);
+    }
+    return ids;
+  }
+  auto status = sp_->SampleEncode(line, -1, alpha, &ids);
+  TX_CHECK(status.ok(), "cannot sample a segmentation with '", path_, "': ", status.message());
+  return ids;
+}
+
 std::string Vocab::decode(const std::vector<int32_t>& ids) const {
   return decode(ids.data(), ids.size());
 }

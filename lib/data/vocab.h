@@ -52,6 +52,13 @@ class Vocab {
   // The ids of a line, without bos or eos (the batcher adds those). Throws tx::Error on invalid
   // UTF-8; the caller adds which file and line. Safe to call from several threads at once.
   std::vector<int32_t> encode(std::string_view line) const;
+  // A sampled segmentation of a line (SentencePiece's SampleEncode over all segmentations,
+  // smoothing `alpha`; BPE models: merge dropout alpha), numbered as encode() numbers pieces:
+  // tx-train --sentencepiece-alphas. Draws from the calling thread's SentencePiece generator
+  // (data/subword_sampling.h makes that deterministic). Throws for a vocabulary without a
+  // SentencePiece model.
+  std::vector<int32_t> sample(std::string_view line, float alpha) const;
+  bool has_sentencepiece() const { return sp_ != nullptr; }
   // The text of ids. pad, bos and eos give no text; unk gives " ⁇ ". Throws tx::Error for an id
   // outside [0, size()).
   std::string decode(const std::vector<int32_t>& ids) const;

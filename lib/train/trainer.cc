@@ -18,6 +18,7 @@
 #include "core/text_file.h"
 #include "data/batcher.h"
 #include "data/corpus.h"
+#include "data/subword_sampling.h"
 #include "data/vocab.h"
 #include "data/vocab_train.h"
 #include "formats/model_file.h"
@@ -314,6 +315,10 @@ TrainerResult Trainer::run() {
   batcher_options.maxi_batch = o.maxi_batch;
   batcher_options.seed = o.seed;
   data::Batcher batcher(corpus, batcher_options);
+  // Planned (the schedule's length) on the best segmentation; each epoch then samples its own.
+  const bool sampling = std::any_of(o.sentencepiece_alphas.begin(), o.sentencepiece_alphas.end(),
+                                    [](float a) { return a != 0; });
+  const int64_t crop = std::min<int64_t>(config.max_length - 1, o.max_tokens - 1);
 
   std::optional<Validator> validator;
   if (validate) {
@@ -343,6 +348,32 @@ TrainerResult Trainer::run() {
   if (lr_options.needs_total_updates() && lr_options.total_updates <= 0)
     lr_options.total_updates = planned_updates(batcher, o, int64_t(ranks) * o.optimizer_delay);
   const LrSchedule schedule = LrSchedule::from_options(lr_options);
+  if (sampling) {
+    TX_CHECK(o.sentencepiece_alphas.size() <= 2, "--sentencepiece-alphas takes one alpha per ",
+             "vocabulary (source, target), got ", o.sentencepiece_alphas.size());
+    for (float a : o.sentencepiece_alphas)
+      TX_CHECK(std::isfinite(a) && a >= 0, "--sentencepiece-alphas ", a,
+               " must be 0 (the best segmentation) or more");
+    TX_CHECK(o.guided_alignment.empty(), "--sentencepiece-alphas changes the pieces that ",
+             "--guided-alignment's positions count; use one or the other (as Marian)");
+    data::SubwordSampling sampling_options;
+    sampling_options.src_alpha = o.sentencepiece_alphas[0];
+    sampling_options.tgt_alpha = o.sentencepiece_alphas.size() > 1 ? o.sentencepiece_alphas[1] : 0;
+    for (const auto& [alpha, vocab] :
+         {std::pair<float, const data::Vocab*>{sampling_options.src_alpha, src_vocab.get()},
+          std::pair<float, const data::Vocab*>{sampling_options.tgt_alpha, &tgt_vocab}})
+      TX_CHECK(alpha == 0 || vocab->has_sentencepiece(), "--sentencepiece-alphas: '", vocab->path(),
+               "' is not a SentencePiece model; give 0 for its side");
+    sampling_options.seed = o.seed;
+    sampling_options.max_src_tokens = sampling_options.max_tgt_tokens = crop;
+    batcher.set_resampling([&, sampling_options](int64_t epoch) {
+      return data::sample_corpus(o.train_src, o.train_tgt, *src_vocab, tgt_vocab, corpus, epoch,
+                                 sampling_options);
+    });
+    if (!quiet)
+      log("subword sampling: each epoch segments the pairs anew, alpha ",
+          sampling_options.src_alpha, " (source) and ", sampling_options.tgt_alpha, " (target)");
+  }
   EarlyStopping stopper(validate ? o.valid_metrics.front() : "cross-entropy", o.early_stopping);
 
   TrainingState state;

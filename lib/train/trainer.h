@@ -81,6 +81,10 @@ struct TrainerOptions {
   // the model config's alignment layer and head (head 0 when it is -1, as Marian) learn the
   // alignments; tx-translate --alignment reads them. Empty: none.
   std::string guided_alignment;
+  // --sentencepiece-alphas A [B]: each epoch, the source (A) and target (B) sides segmented by
+  // SentencePiece sampling with these alphas (Marian's; 0 or missing: the best segmentation);
+  // validation and translation keep the best (data/subword_sampling.h).
+  std::vector<float> sentencepiece_alphas;
   float guided_alignment_weight = 0.1f;
 
   int64_t after_epochs = 0;   // 0: no limit
