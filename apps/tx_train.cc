@@ -159,6 +159,7 @@ int train(const Options& options) {
   t.optimizer_delay = options.integer("optimizer-delay");
   if (options.has("exponential-smoothing")) t.smoothing = smoothing_options(options);
   t.guided_alignment = options.text("guided-alignment");
+  if (t.guided_alignment == "none") t.guided_alignment.clear();  // Marian's "off"
   const std::vector<std::string> alphas = options.has("sentencepiece-alphas")
                                               ? options.list("sentencepiece-alphas")
                                               : std::vector<std::string>();

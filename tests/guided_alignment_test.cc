@@ -105,6 +105,55 @@ TEMPLATE_TEST_CASE("guided alignment: the term is Marian's cross-entropy of head
   }
 }
 
+TEMPLATE_TEST_CASE("guided alignment backward: finite differences through the term",
+                   "[guided-alignment][gradcheck]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  TempDir dir;
+  tx::io::ModelConfig c;
+  c.src_vocab_size = c.tgt_vocab_size = 12;
+  c.d_model = 8;
+  c.d_ff = 16;
+  c.heads = 2;
+  c.encoder_layers = 1;
+  c.decoder_layers = 2;
+  c.dropout = 0.0f;
+  tx::nn::ParameterSet params;
+  tx::Rng rng(9);
+  tx::nn::Transformer model(tx::nn::ParamScope(*be, params, rng), c);
+  tx::test::perturb_params(*be, params, rng);
+  tx::data::ParallelCorpus corpus;
+  corpus.add({4, 5, 6, 7}, {7, 8, 9}, 1);
+  corpus.add({9, 10}, {11, 4}, 2);  // padded keys
+  const std::string path = dir.file("train.align");
+  std::ofstream(path) << "0-0 1-0 3-2\n1-1\n";  // two points on one target
+  const GuidedAlignments alignments(path);
+  const std::vector<int64_t> order = {0, 1};
+  const tx::data::Batch b = tx::data::make_batch(corpus, order.data(), 2);
+  std::vector<const GuidedAlignments::Points*> points = {&alignments.line(1), &alignments.line(2)};
+  const tx::Tensor src = be->upload(b.src, {b.size, b.src_len}),
+                   len = be->upload(b.src_lengths, {b.size}),
+                   tgt = be->upload(b.tgt_in, {b.size, b.tgt_len});
+  Graph g(*be, GraphOptions{true, false});
+  tx::test::GradientChecker gc(
+      *be, g,
+      [&] {
+        tx::nn::Transformer::CrossAttentionScores scores;
+        scores.layer = 1;
+        model.forward(g, src, len, tgt, &scores);
+        return tx::train::guided_alignment_loss(g, scores.scores, 4, 0, b, points, 0.7f);
+      },
+      std::vector<float>{1.0f});
+  gc.run_backward();
+  int checked = 0;
+  for (const auto& item : params.items()) {
+    tx::test::GradReport rep = gc.compare(item.second, 1e-2, 8, 2e-2, 2e-3, 3e-2);
+    INFO(item.first << ": " << rep.str());
+    CHECK(rep.ok);
+    checked += item.first.find("layers.1.cross_attn.q_proj.weight") != std::string::npos;
+  }
+  CHECK(checked == 1);
+}
+
 TEST_CASE("guided alignment: a malformed pair names the file, line and token",
           "[guided-alignment]") {
   TempDir dir;
@@ -229,6 +278,31 @@ TEST_CASE("tx-train --guided-alignment: head 0 learns the given alignments, the 
   CHECK(with >= 0.9);
   CHECK(with > without + 0.1);
 
+  // Fine-tuning the plain model to align: the alignment layer and head are no architecture.
+  {
+    tx::train::TrainerOptions r = o;
+    r.model_dir = dir.file("tuned");
+    r.src_vocab = r.tgt_vocab = vocab_path;
+    r.pretrained_model = plain + "/model.safetensors";
+    r.after_updates = 2;
+    r.guided_alignment = align;
+    tx::train::Trainer(*be, r).run();
+    CHECK(tx::train::read_model_config(r.model_dir + "/model.safetensors").alignment_head == 0);
+  }
+  // A point outside its pair (word positions where pieces were meant) is one line.
+  {
+    std::ifstream in(align);
+    std::string text, line;
+    for (int i = 0; std::getline(in, line); ++i) text += (i == 4 ? line + " 40-1" : line) + "\n";
+    std::ofstream(dir.file("far.align")) << text;
+    tx::train::TrainerOptions r = o;
+    r.model_dir = dir.file("far");
+    r.src_vocab = r.tgt_vocab = vocab_path;
+    r.guided_alignment = dir.file("far.align");
+    CHECK_THROWS_WITH(
+        tx::train::Trainer(*be, r).run(),
+        Catch::Contains("line 5: 40-1 is outside the pair") && Catch::Contains("spm_encode"));
+  }
   // A file that does not match the training data is one line naming both.
   std::ofstream(dir.file("short.align")) << "0-0\n";
   tx::train::TrainerOptions bad = o;

@@ -709,9 +709,9 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
   std::vector<SoftAlignment> soft = soft_alignments(g, model_, requests);
   size_t next = 0;
   for (Finished& f : aligning) {
-    // An empty source's (Marian's rule) empty translation has no alignment.
-    if (f.source.size() > 1)
-      for (Hypothesis& h : f.nbest) h.alignment = std::move(soft[next++]);
+    // An empty source's (Marian's rule) empty translation: its eos aligned to the source's.
+    for (Hypothesis& h : f.nbest)
+      h.alignment = f.source.size() > 1 ? std::move(soft[next++]) : SoftAlignment{{1.0f}};
     done(f.index, std::move(f.nbest));
   }
 }

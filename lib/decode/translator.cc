@@ -89,6 +89,8 @@ Translator::Translator(Backend& be, std::vector<const nn::Transformer*> models,
   if (options_.batching.max_source_tokens <= 0 || options_.batching.max_source_tokens > fits)
     options_.batching.max_source_tokens = fits;
   if (models.size() > 1 && options_.search.scores) empty_.model_log_probs.assign(models.size(), 0);
+  // marian-decoder decodes an empty line as eos alone and aligns the two eos: ` ||| 0-0`.
+  if (options_.search.alignment) empty_.alignment = {{1.0f}};
 }
 
 WordMap Translator::words_of(const data::Vocab& vocab, const std::vector<int32_t>& ids) const {
@@ -97,6 +99,12 @@ WordMap Translator::words_of(const data::Vocab& vocab, const std::vector<int32_t
   // follows it, or with none at the end; eos is in none.
   static const std::string kSpace = "\xE2\x96\x81";
   WordMap words(ids.size(), -1);
+  if (!vocab.has_sentencepiece()) {  // Marian's token lists: decode() joins tokens with spaces
+    int32_t word = 0;
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] != vocab.eos_id()) words[i] = word++;
+    return words;
+  }
   std::vector<size_t> spaces;  // space-only pieces waiting for the next word
   int32_t word = -1;
   bool boundary = true;
@@ -122,7 +130,9 @@ WordMap Translator::words_of(const data::Vocab& vocab, const std::vector<int32_t
 std::string Translator::alignment_of(const Hypothesis& h,
                                      const std::vector<int32_t>* source) const {
   const AlignmentOptions& o = options_.alignment;
-  if (!o.words || !source) return format_alignment(h.alignment, o);
+  if (!o.words) return format_alignment(h.alignment, o);
+  const std::vector<int32_t> eos_only{src_vocab_.eos_id()};  // an empty line's source
+  if (!source) source = &eos_only;
   std::vector<int32_t> target = h.ids;
   if (h.eos) target.push_back(tgt_vocab_.eos_id());
   const WordMap src = words_of(src_vocab_, *source), tgt = words_of(tgt_vocab_, target);

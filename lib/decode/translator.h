@@ -9,7 +9,8 @@
 //   score is that of their weighted sum.
 //   An empty input line gives one entry, `i |||  ||| F0= 0 ||| 0`, so every index appears.
 // - With an alignment (TranslatorOptions::alignment), Marian's layout: `translation ||| 0-0 1-2`
-//   and `i ||| translation ||| 0-0 1-2 ||| F0= ... ||| score`; an empty line's is empty.
+//   and `i ||| translation ||| 0-0 1-2 ||| F0= ... ||| score`; an empty line's aligns eos to eos
+//   (` ||| 0-0`), as marian-decoder's.
 // Empty lines are not searched: a model given only eos would still invent words.
 #pragma once
 

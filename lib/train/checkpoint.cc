@@ -50,10 +50,13 @@ io::TensorFile model_file(Backend& be, const io::ModelConfig& config,
 }
 
 // Training choices that may change between runs of one model; every other field shapes the
-// parameters or the function they compute.
+// parameters or the function they compute. The alignment layer and head only name which
+// attention --alignment reads (and --guided-alignment trains): a plain model may be fine-tuned
+// to align.
 bool is_training_choice(const std::string& key) {
   return key == "dropout" || key == "attention_dropout" || key == "relu_dropout" ||
-         key == "dropout_src" || key == "dropout_trg" || key == "label_smoothing";
+         key == "dropout_src" || key == "dropout_trg" || key == "label_smoothing" ||
+         key == "alignment_layer" || key == "alignment_head";
 }
 
 // Parses the file's config and requires its architecture to equal `config`'s.

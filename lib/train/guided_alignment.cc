@@ -43,6 +43,19 @@ GuidedAlignments::GuidedAlignments(const std::string& path) : path_(path) {
   }
 }
 
+void GuidedAlignments::check(const data::ParallelCorpus& corpus) const {
+  for (int64_t i = 0; i < corpus.size(); ++i) {
+    const int64_t number = corpus.line(i);
+    // Positions count the pieces and eos: source 0 .. length, target 0 .. length.
+    for (const auto& [s, t] : line(number))
+      TX_CHECK(s <= corpus.src_length(i) && t <= corpus.tgt_length(i), "--guided-alignment: '",
+               path_, "' line ", number, ": ", s, "-", t, " is outside the pair's ",
+               corpus.src_length(i), " source and ", corpus.tgt_length(i),
+               " target pieces; align the pieces the vocabularies make (spm_encode the corpus "
+               "first), not the words");
+  }
+}
+
 Var guided_alignment_loss(Graph& g, const Var& scores, int64_t d_head, int head,
                           const data::Batch& batch,
                           const std::vector<const GuidedAlignments::Points*>& points,
@@ -71,23 +84,32 @@ Var guided_alignment_loss(Graph& g, const Var& scores, int64_t d_head, int head,
     }
   }
   Backend& be = g.backend();
-  const auto K = static_cast<int64_t>(rows.size());
-  // The points' rows of scaled scores, each row's padding keys masked.
-  std::vector<float> mask(static_cast<size_t>(K * S), 0.0f);
-  for (int64_t k = 0; k < K; ++k) {
-    const int64_t b = rows[k] / (H * T);
-    for (int64_t s = batch.src_lengths[b]; s < S; ++s) mask[k * S + s] = -1e30f;
-  }
   const Var table = ops::reshape(g, scores, {batch.size * H * T, S});
-  const Var logits =
-      ops::embedding(g, table, be.upload(rows, {K}), 1.0f / std::sqrt(float(d_head)));
-  const Var masked = ops::add(g, logits, make_var(be.upload(mask, {K, S})));
-  const Var losses = ops::cross_entropy(g, masked, be.upload(sources, {K}), 0.0f, -1);
-  for (float& w : weights) w *= weight;
-  // sum_k weight_k * loss_k as a [1, K] x [K, 1] product.
-  const Var total = ops::matmul(g, make_var(be.upload(weights, {1, K})), false,
-                                ops::reshape(g, losses, {K, 1}), false);
-  return ops::reshape(g, total, {1});
+  // Points of equal weight (1 / points of their target) are summed together and scaled once:
+  // sums and scales in f32 whatever --precision rounds GEMM operands to.
+  std::map<float, std::vector<size_t>> by_weight;
+  for (size_t k = 0; k < rows.size(); ++k) by_weight[weights[k]].push_back(k);
+  Var total;
+  for (const auto& [w, points_k] : by_weight) {
+    const auto K = static_cast<int64_t>(points_k.size());
+    std::vector<int32_t> group_rows, group_sources;
+    // The points' rows of scaled scores, each row's padding keys masked.
+    std::vector<float> mask(static_cast<size_t>(K * S), 0.0f);
+    for (int64_t k = 0; k < K; ++k) {
+      const size_t p = points_k[static_cast<size_t>(k)];
+      group_rows.push_back(rows[p]);
+      group_sources.push_back(sources[p]);
+      const int64_t b = rows[p] / (H * T);
+      for (int64_t s = batch.src_lengths[b]; s < S; ++s) mask[k * S + s] = -1e30f;
+    }
+    const Var logits =
+        ops::embedding(g, table, be.upload(group_rows, {K}), 1.0f / std::sqrt(float(d_head)));
+    const Var masked = ops::add(g, logits, make_var(be.upload(mask, {K, S})));
+    const Var losses = ops::cross_entropy(g, masked, be.upload(group_sources, {K}), 0.0f, -1);
+    const Var term = ops::scale(g, ops::sum(g, losses), w * weight);
+    total = total ? ops::add(g, total, term) : term;
+  }
+  return total;
 }
 
 }  // namespace tx::train

@@ -5,8 +5,10 @@
 // `s-t` (source, target token, counted from 0 over the pieces the vocabularies make) plus one
 // linking source eos to target eos; each point weighs 1 / (points of its target token); the
 // term is weight * sum over points of -point weight * log p(s | t), p the head's attention, and
-// is added to the summed label-smoothed loss before the division by target tokens. tx takes
-// log p as the log-softmax of the head's scores (exact where Marian adds 1e-6 inside the log).
+// is added to the summed label-smoothed loss before the division by target tokens (the logged
+// cost includes it). tx takes log p as the log-softmax of the head's scores; Marian takes
+// log(p + 1e-6), which caps a point's cost at 13.8, so where the head attends far from a point
+// (a model fine-tuned to align) tx's term and gradient are larger at first.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "data/batch.h"
+#include "data/corpus.h"
 #include "graph/graph.h"
 #include "graph/ops.h"
 
@@ -30,6 +33,9 @@ class GuidedAlignments {
   // 1-based line number, as data::ParallelCorpus::line gives it.
   const Points& line(int64_t number) const { return lines_[static_cast<size_t>(number - 1)]; }
   const std::string& path() const { return path_; }
+  // Every point of `corpus`'s pairs within them (eos included); throws tx::Error naming the
+  // file, line and point otherwise: positions must count the vocabularies' pieces.
+  void check(const data::ParallelCorpus& corpus) const;
 
  private:
   std::string path_;

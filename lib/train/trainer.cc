@@ -307,6 +307,7 @@ TrainerResult Trainer::run() {
     TX_CHECK(alignments->lines() == corpus.stats().pairs_read, "--guided-alignment: '",
              o.guided_alignment, "' has ", alignments->lines(), " lines but the training data ",
              corpus.stats().pairs_read, " pairs; give one alignment line per pair");
+    alignments->check(corpus);
   }
   data::BatcherOptions batcher_options;
   batcher_options.ids = data::special_ids(config);
