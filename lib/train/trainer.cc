@@ -316,7 +316,7 @@ TrainerResult Trainer::run() {
   batcher_options.maxi_batch = o.maxi_batch;
   batcher_options.seed = o.seed;
   data::Batcher batcher(corpus, batcher_options);
-  // Planned (the schedule's length) on the best segmentation; each epoch then samples its own.
+  // With subword sampling each epoch samples its own segmentation (set_resampling below).
   const bool sampling = std::any_of(o.sentencepiece_alphas.begin(), o.sentencepiece_alphas.end(),
                                     [](float a) { return a != 0; });
   const int64_t crop = std::min<int64_t>(config.max_length - 1, o.max_tokens - 1);
@@ -342,13 +342,6 @@ TrainerResult Trainer::run() {
   Rng init_rng(o.seed);
   nn::Transformer model(nn::ParamScope(be_, params, init_rng), config);
   Adam adam(be_, params, o.adam);
-  LrOptions lr_options = o.lr;
-  lr_options.d_model = config.d_model;
-  // Planning every epoch's batches costs a shuffle and a sort of the corpus per epoch: only
-  // for a schedule that needs the last update.
-  if (lr_options.needs_total_updates() && lr_options.total_updates <= 0)
-    lr_options.total_updates = planned_updates(batcher, o, int64_t(ranks) * o.optimizer_delay);
-  const LrSchedule schedule = LrSchedule::from_options(lr_options);
   if (sampling) {
     TX_CHECK(o.sentencepiece_alphas.size() <= 2, "--sentencepiece-alphas takes one alpha per ",
              "vocabulary (source, target), got ", o.sentencepiece_alphas.size());
@@ -371,10 +364,20 @@ TrainerResult Trainer::run() {
       return data::sample_corpus(o.train_src, o.train_tgt, *src_vocab, tgt_vocab, corpus, epoch,
                                  sampling_options);
     });
+    // Epoch 0's sample now: the schedule's length is planned on its lengths (every epoch's
+    // would cost a sampling pass each; they differ by a few batches).
+    batcher.batches_in_epoch();
     if (!quiet)
       log("subword sampling: each epoch segments the pairs anew, alpha ",
           sampling_options.src_alpha, " (source) and ", sampling_options.tgt_alpha, " (target)");
   }
+  LrOptions lr_options = o.lr;
+  lr_options.d_model = config.d_model;
+  // Planning every epoch's batches costs a shuffle and a sort of the corpus per epoch: only
+  // for a schedule that needs the last update.
+  if (lr_options.needs_total_updates() && lr_options.total_updates <= 0)
+    lr_options.total_updates = planned_updates(batcher, o, int64_t(ranks) * o.optimizer_delay);
+  const LrSchedule schedule = LrSchedule::from_options(lr_options);
   EarlyStopping stopper(validate ? o.valid_metrics.front() : "cross-entropy", o.early_stopping);
 
   TrainingState state;
