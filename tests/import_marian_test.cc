@@ -252,6 +252,20 @@ std::vector<std::vector<double>> read_numbers(const std::string& path) {
 
 }  // namespace
 
+TEST_CASE("Hugging Face model: aligns as marian-decoder does on its Marian model", "[import]") {
+  // Head 0 of the last layer (config.json records no other); the numbers differ from the
+  // Marian model's a little, as transformers' position table does from Marian's.
+  for (const char* dir : {"opus-mt/hf-fp32", "opus-mt/hf"}) {
+    const tx::formats::ModelFile file = tx::formats::read_model_file(fixture(dir));
+    CHECK(file.config.alignment_head == 0);
+    CHECK(file.config.aligned_layer() == file.config.decoder_layers - 1);
+  }
+  const tx::formats::ModelFile marian =
+      tx::formats::read_model_file(fixture("opus-mt/marian/model.npz"));
+  CHECK(marian.config.alignment_head == 0);
+  CHECK(marian.config.aligned_layer() == marian.config.decoder_layers - 1);
+}
+
 TEST_CASE("Hugging Face model: teacher-forced log-probs equal transformers'", "[import]") {
   TX_SOURCE_OR_SKIP();
   tx::register_builtin_backends();

@@ -3,8 +3,9 @@
 //
 // Which attention (io::ModelConfig::alignment_layer, alignment_head): the head a model was
 // trained to align with (tx-train --guided-alignment, or a Marian model's
-// transformer-guided-alignment-layer, whose head 0 marian-decoder always reads), else the
-// average over the heads of the last decoder layer (fairseq's rule). The probabilities are
+// transformer-guided-alignment-layer, whose head 0 marian-decoder always reads; a Hugging
+// Face Marian directory's head 0 of the last layer), else the average over the heads of the
+// last decoder layer (fairseq's rule). The probabilities are
 // those of incremental decoding, computed once per finished hypothesis by a teacher-forced
 // pass (nn::Transformer::cross_attention) rather than kept at every step of the search.
 #pragma once

@@ -74,6 +74,10 @@ io::ModelConfig config_from_json(const json& j, const std::string& where) {
   c.decoder_start_id = field<int32_t>(j, "decoder_start_token_id", c.pad_id, where);
   c.bos_id = -1;  // OPUS-MT models have none (their bos_token_id repeats eos's)
   c.unk_id = -1;  // from the vocabulary (read_huggingface)
+  // Alignments as marian-decoder gives them on the Marian model the directory was converted
+  // from: head 0 of the last decoder layer (OPUS-MT's transformer-align models trained it;
+  // config.json does not record Marian's layer, whose default is the last).
+  c.alignment_head = 0;
   const bool shared = field<bool>(j, "share_encoder_decoder_embeddings", true, where);
   const bool tied = field<bool>(j, "tie_word_embeddings", true, where);
   c.tied_embeddings = shared && tied ? io::TiedEmbeddings::all
