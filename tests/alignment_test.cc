@@ -246,11 +246,17 @@ TEMPLATE_TEST_CASE(
   tx::test::perturb_params(*be, params, rng);
   const std::vector<Ids> sources = {
       {4, 5, 6, Vocab::kEosId}, {7, Vocab::kEosId}, {8, 8, 4, 5, 6, Vocab::kEosId}};
+  // Marian's rule with a short limit: some hypotheses end there without eos (no eos row).
+  const bool marian = GENERATE(false, true);
   auto run = [&](bool align) {
     tx::decode::BeamSearchOptions o;
     o.beam_size = 3;
     o.n_best = 3;
     o.alignment = align;
+    if (marian) {
+      o.rule = tx::decode::SearchRule::marian;
+      o.max_length_a = 0.8f;
+    }
     tx::decode::BeamSearch search(*be, model, o);
     std::vector<tx::decode::NBest> out(sources.size());
     size_t next = 0;
@@ -267,6 +273,7 @@ TEMPLATE_TEST_CASE(
   };
   const auto plain = run(false), aligned = run(true);
   Graph g(*be, GraphOptions{false, false});
+  int without_eos = 0;
   for (size_t i = 0; i < sources.size(); ++i) {
     REQUIRE(aligned[i].size() == plain[i].size());
     for (size_t k = 0; k < plain[i].size(); ++k) {
@@ -277,7 +284,8 @@ TEMPLATE_TEST_CASE(
       // Each alone, the same rows (a row per token and eos, a column per source token).
       const SoftAlignment alone =
           tx::decode::soft_alignments(g, model, {{&sources[i], &h.ids, h.eos}})[0];
-      REQUIRE(h.alignment.size() == h.ids.size() + 1);
+      REQUIRE(h.alignment.size() == h.ids.size() + (h.eos ? 1 : 0));
+      without_eos += !h.eos;
       REQUIRE(h.alignment.size() == alone.size());
       for (size_t t = 0; t < alone.size(); ++t) {
         REQUIRE(h.alignment[t].size() == sources[i].size());
@@ -290,6 +298,7 @@ TEMPLATE_TEST_CASE(
       }
     }
   }
+  if (marian) CHECK(without_eos > 0);
 }
 
 }  // namespace
