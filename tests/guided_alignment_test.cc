@@ -137,10 +137,9 @@ TEMPLATE_TEST_CASE("guided alignment backward: finite differences through the te
   tx::test::GradientChecker gc(
       *be, g,
       [&] {
-        tx::nn::Transformer::CrossAttentionScores scores;
-        scores.layer = 1;
-        model.forward(g, src, len, tgt, &scores);
-        return tx::train::guided_alignment_loss(g, scores.scores, 4, 0, b, points, 0.7f);
+        tx::nn::Transformer::TappedLayer tapped{1, {}};
+        model.forward(g, src, len, tgt, &tapped);
+        return tx::train::guided_alignment_loss(g, tapped.tap.scores, 4, 0, b, points, 0.7f);
       },
       std::vector<float>{1.0f});
   gc.run_backward();

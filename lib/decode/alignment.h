@@ -29,7 +29,7 @@ struct AlignmentOptions {
   AlignmentKind kind = AlignmentKind::none;
   float threshold = 1.0f;  // threshold: every pair with probability > it
   // Source and target words instead of tokens: the whitespace-separated words of the text,
-  // pieces joined at those that begin with U+2581, eos left out (Translator::words_of; see
+  // pieces joined at those that begin with U+2581, eos left out (translator.cc's words_of; see
   // format_alignment).
   bool words = false;
 };

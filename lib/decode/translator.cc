@@ -55,6 +55,41 @@ BeamSearchOptions search_options(const TranslatorOptions& o) {
   return search;
 }
 
+// Token i's word for --alignment-words, -1 for none (eos).
+WordMap words_of(const data::Vocab& vocab, const std::vector<int32_t>& ids) {
+  // Words are the whitespace-separated words of the decoded text: a piece that starts with
+  // U+2581 (SentencePiece's space) begins one; a piece of spaces alone goes with the word that
+  // follows it, or with none at the end; eos is in none.
+  static const std::string kSpace = "\xE2\x96\x81";
+  WordMap words(ids.size(), -1);
+  if (!vocab.has_sentencepiece()) {  // Marian's token lists: decode() joins tokens with spaces
+    int32_t word = 0;
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] != vocab.eos_id()) words[i] = word++;
+    return words;
+  }
+  std::vector<size_t> spaces;  // space-only pieces waiting for the next word
+  int32_t word = -1;
+  bool boundary = true;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] == vocab.eos_id()) continue;
+    std::string piece = vocab.piece(ids[i]);
+    size_t at = 0;
+    while (piece.compare(at, kSpace.size(), kSpace) == 0) at += kSpace.size();
+    boundary = boundary || at > 0;
+    if (at == piece.size()) {
+      spaces.push_back(i);
+      continue;
+    }
+    if (boundary) ++word;
+    boundary = false;
+    for (size_t k : spaces) words[k] = word;
+    spaces.clear();
+    words[i] = word;
+  }
+  return words;
+}
+
 }  // namespace
 
 Translator::Translator(Backend& be, const nn::Transformer& model, const data::Vocab& src_vocab,
@@ -91,40 +126,6 @@ Translator::Translator(Backend& be, std::vector<const nn::Transformer*> models,
   if (models.size() > 1 && options_.search.scores) empty_.model_log_probs.assign(models.size(), 0);
   // marian-decoder decodes an empty line as eos alone and aligns the two eos: ` ||| 0-0`.
   if (options_.search.alignment) empty_.alignment = {{1.0f}};
-}
-
-WordMap Translator::words_of(const data::Vocab& vocab, const std::vector<int32_t>& ids) const {
-  // Words are the whitespace-separated words of the decoded text: a piece that starts with
-  // U+2581 (SentencePiece's space) begins one; a piece of spaces alone goes with the word that
-  // follows it, or with none at the end; eos is in none.
-  static const std::string kSpace = "\xE2\x96\x81";
-  WordMap words(ids.size(), -1);
-  if (!vocab.has_sentencepiece()) {  // Marian's token lists: decode() joins tokens with spaces
-    int32_t word = 0;
-    for (size_t i = 0; i < ids.size(); ++i)
-      if (ids[i] != vocab.eos_id()) words[i] = word++;
-    return words;
-  }
-  std::vector<size_t> spaces;  // space-only pieces waiting for the next word
-  int32_t word = -1;
-  bool boundary = true;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] == vocab.eos_id()) continue;
-    std::string piece = vocab.piece(ids[i]);
-    size_t at = 0;
-    while (piece.compare(at, kSpace.size(), kSpace) == 0) at += kSpace.size();
-    boundary = boundary || at > 0;
-    if (at == piece.size()) {
-      spaces.push_back(i);
-      continue;
-    }
-    if (boundary) ++word;
-    boundary = false;
-    for (size_t k : spaces) words[k] = word;
-    spaces.clear();
-    words[i] = word;
-  }
-  return words;
 }
 
 std::string Translator::alignment_of(const Hypothesis& h,

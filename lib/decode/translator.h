@@ -81,8 +81,7 @@ class Translator {
  private:
   // The batch options as the search's limits on the sentences decoded together.
   SearchLimits limits() const;
-  // Token i's word (pieces joined at U+2581, eos in none): the alignment's words.
-  WordMap words_of(const data::Vocab& vocab, const std::vector<int32_t>& ids) const;
+
   // The alignment field of one hypothesis (source: its sentence's ids, for words).
   std::string alignment_of(const Hypothesis& h, const std::vector<int32_t>* source) const;
 

@@ -45,26 +45,23 @@ AttentionKV MultiHeadAttention::project_kv(Graph& g, const Var& memory) const {
 
 // softmax(q k^T / sqrt(d_head)) v for q [B, H, Tq, dh] and kv [B, H, Tk, dh]: [B, H, Tq, dh].
 Var MultiHeadAttention::context(Graph& g, const Var& q, const AttentionKV& kv,
-                                const Tensor& key_lengths, bool causal, Var* probs_out,
-                                Var* scores_out) const {
+                                const Tensor& key_lengths, bool causal, AttentionTap* tap) const {
   Var scores = ops::matmul(g, q, false, kv.keys, true);  // [B, H, Tq, Tk]
   // The 1/sqrt(d_head) scale is fused into the softmax.
   const float scale = 1.0f / std::sqrt(static_cast<float>(d_model_ / heads_));
   Var probs = ops::softmax(g, scores, scale, key_lengths, causal);
-  if (scores_out)
-    *scores_out = scores;
+  if (tap)
+    *tap = {probs, scores};
   else
     ops::release(g, scores);
-  if (probs_out) *probs_out = probs;
   probs = ops::dropout(g, probs, attention_dropout_);
   return ops::matmul(g, probs, false, kv.values, false);
 }
 
 Var MultiHeadAttention::attend(Graph& g, const Var& query, const AttentionKV& kv,
-                               const Tensor& key_lengths, bool causal, Var* probs,
-                               Var* scores) const {
+                               const Tensor& key_lengths, bool causal, AttentionTap* tap) const {
   Var q = project_heads(g, q_proj_, query, heads_);  // [B, H, Tq, dh]
-  Var ctx = context(g, q, kv, key_lengths, causal, probs, scores);
+  Var ctx = context(g, q, kv, key_lengths, causal, tap);
   Var merged = ops::merge_heads(g, ctx);
   ops::release(g, ctx);
   return out_proj_.forward(g, merged);

@@ -38,6 +38,13 @@ struct AttentionSpan {
   CachedKV cache;  // instead of kv and key_lengths: a self-attention cache (group 1)
 };
 
+// What attend() keeps of an attention for a caller that reads it (word alignments, guided
+// alignment's loss), each [B, heads, Tq, Tk].
+struct AttentionTap {
+  Var probs;   // the probabilities, before dropout
+  Var scores;  // the unscaled, unmasked scores q k^T they are the softmax of
+};
+
 // One decoding step's self-attention queries, keys and values, each [rows, heads, 1, d_head].
 struct StepProjection {
   Var queries;
@@ -59,11 +66,9 @@ class MultiHeadAttention {
   AttentionKV project_kv(Graph& g, const Var& memory) const;
   // query [B, T, d_model] projected to [B, heads, T, d_head].
   Var project_queries(Graph& g, const Var& query) const;
-  // probs, when given, receives the attention probabilities [B, heads, Tq, Tk] before dropout
-  // (word alignments read them: decode/alignment.h); scores the unscaled, unmasked q k^T they
-  // are the softmax of, kept for a loss on them (guided alignment: train/guided_alignment.h).
+  // With a tap, the probabilities and scores are kept there (the scores then stay allocated).
   Var attend(Graph& g, const Var& query, const AttentionKV& kv, const Tensor& key_lengths,
-             bool causal, Var* probs = nullptr, Var* scores = nullptr) const;
+             bool causal, AttentionTap* tap = nullptr) const;
 
   // Inference (no gradient, no dropout): query [R, 1, d_model], each span of rows attending
   // to its own keys and values (Backend::attend_memory) or cache (Backend::attend_cached); the
@@ -86,7 +91,7 @@ class MultiHeadAttention {
 
  private:
   Var context(Graph& g, const Var& q, const AttentionKV& kv, const Tensor& key_lengths, bool causal,
-              Var* probs_out, Var* scores_out) const;
+              AttentionTap* tap) const;
 
   Linear q_proj_, k_proj_, v_proj_, out_proj_;
   Linear qkv_proj_;  // q_proj_ | k_proj_ | v_proj_, from prepare_inference on

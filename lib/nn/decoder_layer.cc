@@ -15,7 +15,7 @@ DecoderLayer::DecoderLayer(ParamScope scope, const DecoderLayerConfig& config)
       ffn_norm_(scope.child("ffn_norm"), config.d_model, config.norm_eps) {}
 
 Var DecoderLayer::forward(Graph& g, const Var& x, const Var& memory, const Tensor& memory_lengths,
-                          Var* cross_probs, bool as_decoded, Var* cross_scores) const {
+                          AttentionTap* cross, bool as_decoded) const {
   const AttentionKV memory_kv = project_memory(g, memory);
   const bool marian = as_decoded && config_.marian_prenorm_cache;
   TX_CHECK(!marian || !g.grad_enabled(), "DecoderLayer::forward as decoded is inference only");
@@ -35,8 +35,7 @@ Var DecoderLayer::forward(Graph& g, const Var& x, const Var& memory, const Tenso
         return raw;
       },
       [&](const Var& h) {
-        return cross_attn_.attend(g, h, memory_kv, memory_lengths, false, cross_probs,
-                                  cross_scores);
+        return cross_attn_.attend(g, h, memory_kv, memory_lengths, false, cross);
       });
 }
 

@@ -27,14 +27,12 @@ class DecoderLayer {
   // Training and scoring: x [B, T, d_model] (target positions, each seeing itself and those
   // before it) attends to memory [B, S, d_model], the encoder output, whose positions >=
   // memory_lengths[b] (i32 [B]) are padding.
-  // cross_probs, when given, receives the cross-attention probabilities [B, heads, T, S], and
-  // cross_scores their unscaled, unmasked scores (MultiHeadAttention::attend). as_decoded
-  // (inference only) makes a pre-norm layer attend as step() does under marian_prenorm_cache
-  // (the self-attention of positions after the first over keys and values of the
-  // un-normalised input), so that the probabilities are those of decoding.
+  // cross, when given, keeps the cross-attention's probabilities and scores [B, heads, T, S].
+  // as_decoded (inference only) makes a pre-norm layer attend as step() does under
+  // marian_prenorm_cache (the self-attention of positions after the first over keys and values
+  // of the un-normalised input), so that the probabilities are those of decoding.
   Var forward(Graph& g, const Var& x, const Var& memory, const Tensor& memory_lengths,
-              Var* cross_probs = nullptr, bool as_decoded = false,
-              Var* cross_scores = nullptr) const;
+              AttentionTap* cross = nullptr, bool as_decoded = false) const;
   // Linear::prepare_inference of every linear layer.
   void prepare_inference(Backend& be, ops::WeightForm form) {
     self_attn_.prepare_inference(be, form);

@@ -66,8 +66,8 @@ Transformer::Transformer(ParamScope scope, const io::ModelConfig& config) : conf
 }
 
 Var Transformer::forward(Graph& g, const Tensor& src_ids, const Tensor& src_lengths,
-                         const Tensor& tgt_in_ids, CrossAttentionScores* scores) const {
-  return decode(g, encode(g, src_ids, src_lengths), src_lengths, tgt_in_ids, scores);
+                         const Tensor& tgt_in_ids, TappedLayer* tapped) const {
+  return decode(g, encode(g, src_ids, src_lengths), src_lengths, tgt_in_ids, tapped);
 }
 
 float Transformer::embed_scale() const {
@@ -148,19 +148,25 @@ void Transformer::prepare_inference(Backend& be, ops::WeightForm form) {
 }
 
 Var Transformer::decode(Graph& g, const Var& memory, const Tensor& src_lengths,
-                        const Tensor& tgt_in_ids, CrossAttentionScores* scores) const {
+                        const Tensor& tgt_in_ids, TappedLayer* tapped) const {
   TX_CHECK(tgt_in_ids.ndim() == 2 && memory->value.ndim() == 3 &&
                tgt_in_ids.dim(0) == memory->value.dim(0),
            "Transformer::decode: target ids ", tgt_in_ids.str(), " and memory ",
            memory->value.str(), " must share the batch size");
   Var x = embed(g, tgt_embed_, tgt_embed_norm_, tgt_in_ids, 0, config_.dropout_trg);
-  const int kept = !scores ? -2 : scores->layer < 0 ? int(decoder_.size()) - 1 : scores->layer;
-  TX_CHECK(kept < int(decoder_.size()), "Transformer::decode: no decoder layer ", kept + 1, " of ",
-           decoder_.size(), " to keep the cross-attention scores of");
-  for (size_t i = 0; i < decoder_.size(); ++i)
-    x = decoder_[i].forward(g, x, memory, src_lengths, nullptr, false,
-                            int(i) == kept ? &scores->scores : nullptr);
+  x = decoder_stack(g, x, memory, src_lengths, int(decoder_.size()) - 1, tapped, false);
   return logits(g, x);
+}
+
+Var Transformer::decoder_stack(Graph& g, Var x, const Var& memory, const Tensor& src_lengths,
+                               int last, TappedLayer* tapped, bool as_decoded) const {
+  TX_CHECK(!tapped || (tapped->layer >= 0 && tapped->layer <= last), "Transformer: no decoder ",
+           "layer ", tapped ? tapped->layer + 1 : 0, " of ", last + 1, " to keep the attention of");
+  for (int i = 0; i <= last; ++i)
+    x = decoder_[static_cast<size_t>(i)].forward(
+        g, x, memory, src_lengths, tapped && i == tapped->layer ? &tapped->tap : nullptr,
+        as_decoded);
+  return x;
 }
 
 Var Transformer::cross_attention(Graph& g, const Var& memory, const Tensor& src_lengths,
@@ -172,12 +178,10 @@ Var Transformer::cross_attention(Graph& g, const Var& memory, const Tensor& src_
            memory->value.str(), " must share the batch size");
   NoGradScope no_grad(g);
   EvalScope eval(g);
-  Var x = embed(g, tgt_embed_, tgt_embed_norm_, tgt_in_ids, 0);
-  Var probs;
-  for (int i = 0; i <= layer; ++i)
-    x = decoder_[static_cast<size_t>(i)].forward(g, x, memory, src_lengths,
-                                                 i == layer ? &probs : nullptr, true);
-  return probs;
+  TappedLayer tapped{layer, {}};
+  decoder_stack(g, embed(g, tgt_embed_, tgt_embed_norm_, tgt_in_ids, 0), memory, src_lengths, layer,
+                &tapped, true);
+  return tapped.tap.probs;
 }
 
 DecoderState Transformer::start_decoding(Graph& g, const Var& memory, const Tensor& src_lengths,

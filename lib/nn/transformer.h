@@ -45,19 +45,19 @@ class Transformer {
   // Teacher-forced logits [B, T, tgt_vocab]. src_ids i32 [B, S] right-padded, src_lengths
   // i32 [B]; tgt_in_ids i32 [B, T]: the target shifted right (BOS first). Position t sees
   // target inputs 0..t only.
-  // With `scores`, its layer's cross-attention scores are kept (decoder layer scores->layer,
-  // 0-based, -1 the last): a loss on them (tx-train --guided-alignment).
-  struct CrossAttentionScores {
-    int layer = -1;
-    Var scores;  // [B, heads, T, S], unscaled and unmasked (MultiHeadAttention::attend)
+  // With `tapped`, the cross-attention of decoder layer tapped->layer (0-based) is kept: a loss
+  // on it (tx-train --guided-alignment), or word alignments (cross_attention).
+  struct TappedLayer {
+    int layer = 0;
+    AttentionTap tap;
   };
   Var forward(Graph& g, const Tensor& src_ids, const Tensor& src_lengths, const Tensor& tgt_in_ids,
-              CrossAttentionScores* scores = nullptr) const;
+              TappedLayer* tapped = nullptr) const;
   // The encoder output ("memory") [B, S, d_model].
   Var encode(Graph& g, const Tensor& src_ids, const Tensor& src_lengths) const;
   // Logits [B, T, tgt_vocab] of the target inputs given the memory.
   Var decode(Graph& g, const Var& memory, const Tensor& src_lengths, const Tensor& tgt_in_ids,
-             CrossAttentionScores* scores = nullptr) const;
+             TappedLayer* tapped = nullptr) const;
 
   // The cross-attention probabilities [B, heads, T, S] of decoder layer `layer` (0-based)
   // for the target inputs, as incremental decoding computes them (DecoderLayer::forward's
@@ -108,6 +108,9 @@ class Transformer {
   float embed_scale() const;
   math::PositionLayout position_layout() const;
   bool final_norm() const { return config_.pre_norm && config_.final_norm; }
+  // Decoder layers 0 .. last over x (the embedded target inputs), tapped's layer tapped.
+  Var decoder_stack(Graph& g, Var x, const Var& memory, const Tensor& src_lengths, int last,
+                    TappedLayer* tapped, bool as_decoded) const;
   // embed() of one decoding step of `states`' rows, each state's at its own position.
   Var embed_step(Graph& g, const Tensor& ids, const std::vector<DecoderState*>& states) const;
   // The final norm (pre-norm only) and the pre-softmax projection (of `subset`'s rows only).

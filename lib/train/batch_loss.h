@@ -26,11 +26,11 @@ inline Var batch_loss(Graph& g, const nn::Transformer& model, const data::Batch&
                       int32_t pad_id, bool release_logits,
                       const AlignmentTerm* alignment = nullptr) {
   Backend& be = g.backend();
-  nn::Transformer::CrossAttentionScores scores;
-  if (alignment) scores.layer = alignment->layer;
+  nn::Transformer::TappedLayer tapped;
+  if (alignment) tapped.layer = alignment->layer;
   Var logits =
       model.forward(g, be.upload(b.src, {b.size, b.src_len}), be.upload(b.src_lengths, {b.size}),
-                    be.upload(b.tgt_in, {b.size, b.tgt_len}), alignment ? &scores : nullptr);
+                    be.upload(b.tgt_in, {b.size, b.tgt_len}), alignment ? &tapped : nullptr);
   Var loss = nn::label_smoothed_loss(g, logits, be.upload(b.tgt_out, {b.size, b.tgt_len}),
                                      smoothing, pad_id, nullptr, release_logits);
   if (!alignment) return loss;
@@ -39,8 +39,8 @@ inline Var batch_loss(Graph& g, const nn::Transformer& model, const data::Batch&
     points.push_back(&alignment->alignments->line(alignment->corpus->line(i)));
   const io::ModelConfig& c = model.config();
   return ops::add(g, loss,
-                  guided_alignment_loss(g, scores.scores, c.d_model / c.heads, alignment->head, b,
-                                        points, alignment->weight));
+                  guided_alignment_loss(g, tapped.tap.scores, c.d_model / c.heads, alignment->head,
+                                        b, points, alignment->weight));
 }
 
 }  // namespace tx::train

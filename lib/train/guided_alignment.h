@@ -43,7 +43,7 @@ class GuidedAlignments {
 };
 
 // The term for a batch: scores [B, heads, T, S] (the layer's unscaled scores,
-// Transformer::CrossAttentionScores), d_head their scale's, `head` the trained head; points[b]
+// Transformer::TappedLayer), d_head their scale's, `head` the trained head; points[b]
 // row b's pairs (points outside the row's tokens are left out, e.g. of a cropped pair). A [1]
 // tensor, weight included.
 Var guided_alignment_loss(Graph& g, const Var& scores, int64_t d_head, int head,
