@@ -13,6 +13,7 @@
 #include "gradient_check.h"
 #include "nn/transformer.h"
 #include "support/backends.h"
+#include "support/random_model.h"
 #include "support/reference.h"
 
 namespace {
@@ -168,17 +169,10 @@ std::vector<Matrix> host_cross_attention(tx::Backend& be, const tx::nn::Paramete
 TEMPLATE_TEST_CASE("a tx model's alignment: its last layer's cross-attention averaged over heads",
                    "[alignment]", TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);
-  tx::io::ModelConfig c;
-  c.src_vocab_size = c.tgt_vocab_size = 9;
-  c.d_model = 8;
-  c.d_ff = 16;
-  c.heads = 2;
-  c.encoder_layers = c.decoder_layers = 1;
-  c.dropout = 0.0f;
-  tx::nn::ParameterSet params;
-  tx::Rng rng(11);
-  tx::nn::Transformer model(tx::nn::ParamScope(*be, params, rng), c);
-  tx::test::perturb_params(*be, params, rng);
+  const tx::io::ModelConfig c = tx::test::small_config(9, 1, 1);
+  tx::test::RandomModel random(*be, c, 11);
+  const tx::nn::ParameterSet& params = random.params;
+  const tx::nn::Transformer& model = random.model;
 
   const int32_t eos = Vocab::kEosId;
   const Ids src_a = {4, 5, 6, 7, eos}, src_b = {8, 4, eos};
@@ -216,15 +210,14 @@ TEMPLATE_TEST_CASE("a tx model's alignment: its last layer's cross-attention ave
   // records it.
   tx::io::ModelConfig one = c;
   one.alignment_head = 1;
-  tx::nn::ParameterSet params1;
-  tx::Rng rng1(11);
-  tx::nn::Transformer model1(tx::nn::ParamScope(*be, params1, rng1), one);
-  tx::test::perturb_params(*be, params1, rng1);
+  tx::test::RandomModel random1(*be, one, 11);
+  const tx::nn::Transformer& model1 = random1.model;
   const std::vector<SoftAlignment> head1 = tx::decode::soft_alignments(g, model1, {requests[2]});
   Graph h(*be, GraphOptions{false, false});
   const tx::Var memory = model1.encode(h, be->upload(src_b, {1, 3}), be->upload(Ids{3}, {1}));
-  const std::vector<Matrix> want = host_cross_attention(
-      *be, params1, one, {one.decoder_start_id, 7, 7, 5}, tx::test::fetch(*be, memory->value));
+  const std::vector<Matrix> want =
+      host_cross_attention(*be, random1.params, one, {one.decoder_start_id, 7, 7, 5},
+                           tx::test::fetch(*be, memory->value));
   for (size_t t = 0; t < 4; ++t)
     for (size_t s = 0; s < 3; ++s) CHECK(std::abs(head1[0][t][s] - want[1][t][s]) < 2e-6);
 }
@@ -233,17 +226,8 @@ TEMPLATE_TEST_CASE(
     "beam search with alignments: each n-best hypothesis aligned, the search unchanged",
     "[alignment]", TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);
-  tx::io::ModelConfig c;
-  c.src_vocab_size = c.tgt_vocab_size = 9;
-  c.d_model = 8;
-  c.d_ff = 16;
-  c.heads = 2;
-  c.encoder_layers = c.decoder_layers = 2;
-  c.dropout = 0.0f;
-  tx::nn::ParameterSet params;
-  tx::Rng rng(3);
-  tx::nn::Transformer model(tx::nn::ParamScope(*be, params, rng), c);
-  tx::test::perturb_params(*be, params, rng);
+  tx::test::RandomModel random(*be, tx::test::small_config(9, 2, 2), 3);
+  const tx::nn::Transformer& model = random.model;
   const std::vector<Ids> sources = {
       {4, 5, 6, Vocab::kEosId}, {7, Vocab::kEosId}, {8, 8, 4, 5, 6, Vocab::kEosId}};
   // Marian's rule with a short limit: some hypotheses end there without eos (no eos row).

@@ -19,6 +19,7 @@
 #include "nn/transformer.h"
 #include "support/backends.h"
 #include "support/programs.h"
+#include "support/random_model.h"
 #include "support/reference.h"
 #include "support/train_runs.h"
 #include "train/batch_loss.h"
@@ -38,19 +39,9 @@ TEMPLATE_TEST_CASE("guided alignment: the term is Marian's cross-entropy of head
                    "[guided-alignment]", TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);
   TempDir dir;
-  tx::io::ModelConfig c;
-  c.src_vocab_size = c.tgt_vocab_size = 12;
-  c.d_model = 8;
-  c.d_ff = 16;
-  c.heads = 2;
-  c.encoder_layers = 1;
-  c.decoder_layers = 2;
-  c.dropout = 0.0f;
-  c.label_smoothing = 0.1f;
-  tx::nn::ParameterSet params;
-  tx::Rng rng(7);
-  tx::nn::Transformer model(tx::nn::ParamScope(*be, params, rng), c);
-  tx::test::perturb_params(*be, params, rng);
+  const tx::io::ModelConfig c = tx::test::small_config(12, 1, 2);
+  tx::test::RandomModel random(*be, c, 7);
+  const tx::nn::Transformer& model = random.model;
 
   tx::data::ParallelCorpus corpus;
   corpus.add({4, 5, 6}, {7, 8}, 1);
@@ -79,10 +70,8 @@ TEMPLATE_TEST_CASE("guided alignment: the term is Marian's cross-entropy of head
     tx::io::ModelConfig head0 = c;
     head0.alignment_head = 0;
     head0.alignment_layer = layer + 1;
-    tx::nn::ParameterSet p2;
-    tx::Rng rng2(7);
-    tx::nn::Transformer same(tx::nn::ParamScope(*be, p2, rng2), head0);
-    tx::test::perturb_params(*be, p2, rng2);
+    tx::test::RandomModel random_head0(*be, head0, 7);  // the same weights
+    const tx::nn::Transformer& same = random_head0.model;
     double want = 0;
     for (int64_t r = 0; r < b.size; ++r) {
       const Ids src(b.src.begin() + r * b.src_len,
@@ -109,18 +98,9 @@ TEMPLATE_TEST_CASE("guided alignment backward: finite differences through the te
                    "[guided-alignment][gradcheck]", TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);
   TempDir dir;
-  tx::io::ModelConfig c;
-  c.src_vocab_size = c.tgt_vocab_size = 12;
-  c.d_model = 8;
-  c.d_ff = 16;
-  c.heads = 2;
-  c.encoder_layers = 1;
-  c.decoder_layers = 2;
-  c.dropout = 0.0f;
-  tx::nn::ParameterSet params;
-  tx::Rng rng(9);
-  tx::nn::Transformer model(tx::nn::ParamScope(*be, params, rng), c);
-  tx::test::perturb_params(*be, params, rng);
+  tx::test::RandomModel random(*be, tx::test::small_config(12, 1, 2), 9);
+  const tx::nn::Transformer& model = random.model;
+  const tx::nn::ParameterSet& params = random.params;
   tx::data::ParallelCorpus corpus;
   corpus.add({4, 5, 6, 7}, {7, 8, 9}, 1);
   corpus.add({9, 10}, {11, 4}, 2);  // padded keys

@@ -155,6 +155,16 @@ TEST_CASE("tx-translate: one line per input line in input order, as the library 
   o.batching.maxi_batch = 1;
   const std::string flags =
       f.model_args() + " --beam-size 3 --normalize 0.6 --max-tokens 12 --maxi-batch 1 --quiet";
+  // The library Translator's output for the input with `o`, the weights prepared as the
+  // program prepares them (once, in `form`).
+  auto library = [&](tx::ops::WeightForm form) {
+    f.model.prepare_inference(*f.be, form);
+    tx::decode::Translator tr(*f.be, f.model, *f.vocab, *f.vocab, o);
+    std::istringstream in(join_lines(input));
+    std::ostringstream out;
+    tr.translate_stream(in, out);
+    return out.str();
+  };
 
   SECTION("1-best: exactly the library's output, empty lines kept") {
     Run r = run(f.dir, TX_TRANSLATE_BIN, flags + " < " + f.dir.file("in.txt"));
@@ -164,13 +174,7 @@ TEST_CASE("tx-translate: one line per input line in input order, as the library 
     REQUIRE(lines.size() == input.size());
     CHECK(lines[1].empty());
     CHECK(lines[5].empty());
-    f.model.prepare_inference(
-        *f.be, tx::ops::WeightForm::f32);  // as the program does: weights packed once
-    tx::decode::Translator tr(*f.be, f.model, *f.vocab, *f.vocab, o);
-    std::istringstream in(join_lines(input));
-    std::ostringstream want;
-    tr.translate_stream(in, want);
-    CHECK(r.out == want.str());
+    CHECK(r.out == library(tx::ops::WeightForm::f32));
     // --input reads a file the same way.
     Run from_file = run(f.dir, TX_TRANSLATE_BIN, flags + " -i " + f.dir.file("in.txt"));
     CHECK(from_file.status == 0);
@@ -189,24 +193,14 @@ TEST_CASE("tx-translate: one line per input line in input order, as the library 
       want_indices.insert(want_indices.end(), input[i].empty() ? 1 : 3, i);
     CHECK(indices == want_indices);
     o.search.n_best = 3;
-    f.model.prepare_inference(*f.be, tx::ops::WeightForm::f32);
-    tx::decode::Translator tr(*f.be, f.model, *f.vocab, *f.vocab, o);
-    std::istringstream in(join_lines(input));
-    std::ostringstream want;
-    tr.translate_stream(in, want);
-    CHECK(r.out == want.str());
+    CHECK(r.out == library(tx::ops::WeightForm::f32));
   }
   SECTION("--int8: exactly the library's Translator on the quantised model") {
     Run r = run(f.dir, TX_TRANSLATE_BIN, flags + " --int8 < " + f.dir.file("in.txt"));
     REQUIRE(r.status == 0);
     CHECK(r.err.empty());
     REQUIRE(split_lines(r.out).size() == input.size());
-    f.model.prepare_inference(*f.be, tx::ops::WeightForm::int8);
-    tx::decode::Translator tr(*f.be, f.model, *f.vocab, *f.vocab, o);
-    std::istringstream in(join_lines(input));
-    std::ostringstream want;
-    tr.translate_stream(in, want);
-    CHECK(r.out == want.str());
+    CHECK(r.out == library(tx::ops::WeightForm::int8));
   }
   SECTION("--alignment: Marian's field after each line, as the library; words; bad values") {
     Run hard = run(f.dir, TX_TRANSLATE_BIN, flags + " --alignment < " + f.dir.file("in.txt"));
@@ -218,18 +212,11 @@ TEST_CASE("tx-translate: one line per input line in input order, as the library 
       INFO(lines[i]);
       const size_t bar = lines[i].find(" ||| ");
       REQUIRE(bar != std::string::npos);
-      CHECK(lines[i].substr(0, bar) == texts[i]);  // the search is unchanged
+      CHECK(lines[i].substr(0, bar) == texts[i]);           // the search is unchanged
       if (input[i].empty()) CHECK(lines[i] == " ||| 0-0");  // Marian's: eos to eos
     }
     o.alignment.kind = tx::decode::AlignmentKind::hard;
-    f.model.prepare_inference(*f.be, tx::ops::WeightForm::f32);
-    {
-      tx::decode::Translator tr(*f.be, f.model, *f.vocab, *f.vocab, o);
-      std::istringstream in(join_lines(input));
-      std::ostringstream want;
-      tr.translate_stream(in, want);
-      CHECK(hard.out == want.str());
-    }
+    CHECK(hard.out == library(tx::ops::WeightForm::f32));
     // Soft: a group per target token and eos, each of the source's tokens and eos, summing to 1.
     Run soft = run(f.dir, TX_TRANSLATE_BIN, flags + " --alignment soft < " + f.dir.file("in.txt"));
     REQUIRE(soft.status == 0);
