@@ -1,7 +1,7 @@
-// Batch invariance through the real tx-translate: with --deterministic a sentence's
-// translations and scores (n-best scores print every bit) are the same whether it is translated
-// alone, among 23 others, or with other --max-tokens / --mini-batch / --maxi-batch, at beam 1
-// and beam 5.
+// Batch invariance through the real tx-translate: by default on the CPU, and with
+// --deterministic, a sentence's translations and scores (n-best scores print every bit) are the
+// same whether it is translated alone, among 40 others, or with other --max-tokens /
+// --mini-batch / --maxi-batch or thread counts, at beam 1 and beam 5, and the two agree.
 #include <catch2/catch.hpp>
 #include <map>
 #include <string>
@@ -30,8 +30,8 @@ std::map<int64_t, std::vector<std::string>> entries(const std::string& out) {
 }  // namespace
 
 TEST_CASE(
-    "batch invariance: --deterministic gives bit-identical translations and scores "
-    "alone, in a batch, and for any batch options",
+    "batch invariance: the default and --deterministic give bit-identical translations and "
+    "scores alone, in a batch, for any batch options and thread count",
     "[apps][determinism]") {
   TempDir dir;
   tx::test::write_reversal_corpus(dir.file("train.src"), dir.file("train.tgt"), 400, 3);
@@ -54,7 +54,7 @@ TEST_CASE(
 
   const std::string model = "-m " + dir.file("m/model.safetensors") + " -v " +
                             dir.file("m/vocab.spm") +
-                            " --cpu-threads 1 --quiet --max-length-factor 1.2 --max-length-b 4";
+                            " --quiet --max-length-factor 1.2 --max-length-b 4";
   auto translate = [&](const std::string& input, const std::string& flags) {
     Run r = tx::test::run_program(dir, TX_TRANSLATE_BIN, model + " " + flags + " -i " + input);
     INFO(r.err);
@@ -65,11 +65,13 @@ TEST_CASE(
     DYNAMIC_SECTION("beam " << beam) {
       // Beam 1 prints only the text; beam 5 the whole n-best list with its scores.
       const std::string search =
-          "--deterministic --beam-size " + std::to_string(beam) + (beam > 1 ? " --n-best 5" : "");
-      const std::string whole = translate(dir.file("in.txt"), search);
+          "--beam-size " + std::to_string(beam) + (beam > 1 ? " --n-best 5" : "");
+      const std::string whole = translate(dir.file("in.txt"), search + " --cpu-threads 2");
       REQUIRE(split_lines(whole).size() == lines.size() * (beam > 1 ? 5 : 1));
+      // --deterministic searches each line alone: the default must agree with it.
+      CHECK(translate(dir.file("in.txt"), search + " --deterministic --cpu-threads 1") == whole);
       for (const char* batching :
-           {"--max-tokens 40", "--mini-batch 7 --maxi-batch 2",
+           {"--max-tokens 40", "--mini-batch 7 --maxi-batch 2 --cpu-threads 1",
             "--max-tokens 100000 --maxi-batch 0", "--mini-batch 1 --maxi-batch 1"}) {
         INFO(batching);
         CHECK(translate(dir.file("in.txt"), search + " " + batching) == whole);
@@ -80,7 +82,7 @@ TEST_CASE(
       for (size_t i = 0; i < lines.size(); i += 4) {
         INFO("line " << i + 1 << ": " << lines[i]);
         tx::test::write_file(dir.file("one.txt"), lines[i] + "\n");
-        const std::string alone = translate(dir.file("one.txt"), search);
+        const std::string alone = translate(dir.file("one.txt"), search + " --cpu-threads 1");
         if (beam == 1)
           CHECK(alone == whole_lines[i] + "\n");
         else

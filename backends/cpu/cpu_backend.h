@@ -35,15 +35,15 @@ class CpuBackend : public Backend {
                       float alpha, float beta) override;
   void pack_weight_impl(PackedWeight& p) override;
   void gemm_packed_impl(const Tensor& a, const PackedWeight& w, const Tensor& c) override;
-  // The rows a packed layout is cut for. The f32 layout serves any row count at the same speed;
-  // oneDNN's int8 one gives wrong sums beyond it (conformance, M = 300), so gemm_i8 runs in
-  // slices of it, and splits each slice between the threads as if it were full: packed for 256
-  // rows, 160 rows ran at 230 GOP/s on 2 threads (one thread doing 128), packed for 64 at 330.
+  // The rows oneDNN's int8 layout is cut for: it gives wrong sums beyond them (conformance,
+  // M = 300), so gemm_i8 runs in slices of it, and splits each slice between the threads as if
+  // it were full: packed for 256 rows, 160 rows ran at 230 GOP/s on 2 threads (one thread
+  // doing 128), packed for 64 at 330.
   static constexpr int64_t kPackRows = 64;
   // pack_weight_impl of an i8 weight (packed_gemm.cc); gemm_i8_impl reads it.
   void pack_i8_weight(PackedWeight& p);
-  // Whether p's packed layout can be read here: packed, for this thread count, outside a
-  // parallel region (oneDNN splits the layout among the threads it was packed with).
+  // Whether p's i8 layout can be read here: packed, for this thread count, outside a parallel
+  // region (oneDNN splits the layout among the threads it was packed with).
   static bool packed_usable(const PackedWeight& p);
   void add_bias_impl(const Tensor& x, const Tensor& bias, const Tensor& y) override;
   void add_bias_relu_impl(const Tensor& x, const Tensor& bias, const Tensor& y) override;

@@ -1,10 +1,11 @@
-// Weights packed once for inference (Backend::pack_weight, gemm_packed). oneDNN's sgemm copies
-// both operands into its panel layout on every call; for a weight that every decoding step
-// multiplies, packing it once saves that copy (docs/backends.md has the figures).
+// Weights packed once for inference (Backend::pack_weight, gemm_packed): f32 weights in
+// fixed_order_gemm's column panels, i8 weights in oneDNN's s8 x u8 layout. A weight that every
+// decoding step multiplies is laid out once, not copied into panels on every call.
 #include <omp.h>
 
 #include "core/error.h"
 #include "cpu_backend.h"
+#include "fixed_order_gemm.h"
 #if TX_DNNL_PACKED_SGEMM
 #include "dnnl_pack_api.h"
 #endif
@@ -20,26 +21,13 @@ void CpuBackend::pack_weight_impl(PackedWeight& p) {
     pack_i8_weight(p);
     return;
   }
-#if TX_DNNL_PACKED_SGEMM
-  // Column-major, as oneDNN's BLAS-style pack API counts: c^T [N, M] = (w [N, K] read as the
-  // transposed K x N) x a^T [K, M]; the weight is BLAS's operand A.
-  namespace pack = dnnl::impl::cpu;
-  const dnnl_dim_t n = p.weight.dim(0), k = p.weight.dim(1), rows = kPackRows;
-  size_t bytes = 0;
-  bool worth = false;
-  if (pack::sgemm_pack_get_size("A", "T", "N", &n, &rows, &k, &k, &k, &bytes, &worth) !=
-          dnnl_success ||
-      !worth || bytes == 0)
-    return;
-  Tensor packed = empty({static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float))});
-  if (pack::sgemm_pack("A", "T", "N", &n, &rows, &k, &k, &k, p.weight.data<float>(),
-                       packed.data<float>()) != dnnl_success)
-    return;
+  // f32: column panels for fixed_order_gemm, whose sums do not depend on the row count (a
+  // sentence decodes to the same bits in any batch) and which reads them from any thread
+  // count.
+  const int64_t n = p.weight.dim(0), k = p.weight.dim(1);
+  Tensor packed = empty({panel_floats(n, k)});
+  pack_panels(p.weight.data<float>(), n, k, packed.data<float>());
   p.packed = packed;
-  p.threads = omp_get_max_threads();
-#else
-  (void)p;
-#endif
 }
 
 // The i8 layout is oneDNN's s8 x u8 panels followed (64-byte aligned) by one i32 per weight
@@ -75,22 +63,9 @@ void CpuBackend::pack_i8_weight(PackedWeight& p) {
 }
 
 void CpuBackend::gemm_packed_impl(const Tensor& a, const PackedWeight& w, const Tensor& c) {
-#if TX_DNNL_PACKED_SGEMM
-  // Any other thread count (fewer crash oneDNN) takes the weight as it is.
-  if (packed_usable(w)) {
-    // BLAS's M, N, K (column-major, as packed): the weight's rows, a's rows, the inner size.
-    const dnnl_dim_t m = w.weight.dim(0), n = a.shape().rows(), k = w.weight.dim(1);
-    const float beta = 0.0f;
-    const dnnl_status_t status =
-        dnnl::impl::cpu::sgemm_compute("P", "N", &m, &n, &k, w.packed.data<float>(), &k,
-                                       a.data<float>(), &k, &beta, c.data<float>(), &m);
-    TX_CHECK(status == dnnl_success, "gemm_packed: oneDNN's packed sgemm failed with status ",
-             static_cast<int>(status), " for a ", a.shape().str(), " and w ",
-             w.weight.shape().str());
-    return;
-  }
-#endif
-  gemm_weight_as_is(a, w, c);
+  if (!w.packed.defined()) return gemm_weight_as_is(a, w, c);
+  const int64_t m = a.shape().rows(), n = w.weight.dim(0), k = w.weight.dim(1);
+  fixed_order_gemm(a.data<float>(), m, k, w.packed.data<float>(), n, c.data<float>());
 }
 
 }  // namespace tx::cpu

@@ -60,11 +60,38 @@ Var MultiHeadAttention::context(Graph& g, const Var& q, const AttentionKV& kv,
 
 Var MultiHeadAttention::attend(Graph& g, const Var& query, const AttentionKV& kv,
                                const Tensor& key_lengths, bool causal, AttentionTap* tap) const {
+  if (!g.grad_enabled() && !g.training() && !causal && !tap)
+    return attend_unpadded(g, query, kv, key_lengths);
   Var q = project_heads(g, q_proj_, query, heads_);  // [B, H, Tq, dh]
   Var ctx = context(g, q, kv, key_lengths, causal, tap);
   Var merged = ops::merge_heads(g, ctx);
   ops::release(g, ctx);
   return out_proj_.forward(g, merged);
+}
+
+// Each query row attends to its own sentence's real keys in one attend_row loop
+// (Backend::attend_memory with the sentence's Tq rows as its group): the sums never reach the
+// padding, so a sentence's encoding does not depend on the batch's longest source
+// (docs/determinism.md). Inference only; the queries and output need no head split or merge.
+Var MultiHeadAttention::attend_unpadded(Graph& g, const Var& query, const AttentionKV& kv,
+                                        const Tensor& key_lengths) const {
+  const Shape& shape = query->value.shape();
+  TX_CHECK(shape.ndim() == 3 && shape[2] == d_model_, "attend: query ", shape.str(),
+           " must be [B, T, ", d_model_, "]");
+  const int64_t batch = shape[0], rows = shape[0] * shape[1], d_head = d_model_ / heads_;
+  Backend& be = g.backend();
+  Tensor lengths = key_lengths;
+  if (!lengths.defined())
+    lengths = be.upload(std::vector<int32_t>(static_cast<size_t>(batch),
+                                             static_cast<int32_t>(kv.keys->value.dim(2))),
+                        {batch});
+  const Var q = q_proj_.forward(g, query);  // [B, Tq, heads * d_head]
+  const Tensor merged = g.alloc(shape);
+  be.attend_memory(q->value.view({rows, heads_, d_head}), kv.keys->value, kv.values->value, lengths,
+                   1.0f / std::sqrt(static_cast<float>(d_head)),
+                   merged.view({rows, heads_, d_head}));
+  ops::release(g, q);
+  return out_proj_.forward(g, make_var(merged));
 }
 
 StepProjection MultiHeadAttention::project_step(Graph& g, const Var& x) const {

@@ -67,6 +67,8 @@ class MultiHeadAttention {
   // query [B, T, d_model] projected to [B, heads, T, d_head].
   Var project_queries(Graph& g, const Var& query) const;
   // With a tap, the probabilities and scores are kept there (the scores then stay allocated).
+  // In inference (no gradient, no dropout, no tap) a non-causal attention sums over each
+  // sentence's real keys only, never its padding (attend_unpadded).
   Var attend(Graph& g, const Var& query, const AttentionKV& kv, const Tensor& key_lengths,
              bool causal, AttentionTap* tap = nullptr) const;
 
@@ -90,6 +92,8 @@ class MultiHeadAttention {
   int64_t d_model() const { return d_model_; }
 
  private:
+  Var attend_unpadded(Graph& g, const Var& query, const AttentionKV& kv,
+                      const Tensor& key_lengths) const;
   Var context(Graph& g, const Var& q, const AttentionKV& kv, const Tensor& key_lengths, bool causal,
               AttentionTap* tap) const;
 

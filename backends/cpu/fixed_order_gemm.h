@@ -1,0 +1,22 @@
+// An inference GEMM whose every output is one FMA chain over k in order: the same bits for a
+// row whatever the row count, the row's position, the thread count or the vector width.
+#pragma once
+
+#include <cstdint>
+
+namespace tx::cpu {
+
+// Floats of w [n, k] in the column panels fixed_order_gemm reads.
+int64_t panel_floats(int64_t n, int64_t k);
+// w [n, k] row-major into column panels: panel p holds k rows of kPanelWidth columns
+// (n's last panel zero-padded), k-major, so a panel's slice of k is contiguous.
+void pack_panels(const float* w, int64_t n, int64_t k, float* panels);
+
+// c [m, n] = a [m, k] @ w^T for w packed by pack_panels. c[i][j] is
+// fma(a[i][k-1], w[j][k-1], ... fma(a[i][1], w[j][1], a[i][0] * w[j][0])): the order of one
+// row's sums never depends on the other rows, which is what makes decoding batch-invariant
+// (docs/determinism.md). Parallel over column panels; serial inside a parallel region.
+void fixed_order_gemm(const float* a, int64_t m, int64_t k, const float* panels, int64_t n,
+                      float* c);
+
+}  // namespace tx::cpu
