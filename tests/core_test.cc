@@ -310,6 +310,37 @@ TEST_CASE("core CachingAllocator: a smaller request takes a cached block up to t
   CHECK(counter->live_bytes == 0);
 }
 
+TEST_CASE(
+    "core CachingAllocator: a block idle through a whole sweep period goes back, a busy one "
+    "stays",
+    "[core]") {
+  using CA = tx::CachingAllocator;
+  auto raw = std::make_unique<CountingAllocator>();
+  CountingAllocator* counter = raw.get();
+  CA cache(std::move(raw), size_t(1) << 30, 4);  // a sweep every 4 allocations
+  void* idle = cache.allocate(100000);
+  void* busy = cache.allocate(1000);
+  cache.deallocate(idle, 100000);
+  cache.deallocate(busy, 1000);
+  // Allocations 3 to 7 reuse `busy`; the 4th sweeps the blocks cached before period 0 (none).
+  for (int i = 0; i < 5; ++i) {
+    void* b = cache.allocate(1000);
+    CHECK(b == busy);
+    cache.deallocate(b, 1000);
+  }
+  CHECK(counter->deallocations == 0);
+  CHECK(cache.cached_bytes() == CA::round_size(100000) + CA::round_size(1000));
+  // The 8th sweeps again: `idle` sat cached through all of period 1, `busy` was used in it.
+  void* b = cache.allocate(1000);
+  CHECK(b == busy);
+  CHECK(counter->deallocations == 1);
+  CHECK(counter->live_bytes == CA::round_size(1000));
+  CHECK(cache.cached_bytes() == 0);
+  cache.deallocate(b, 1000);
+  CHECK(cache.allocate(100000) != nullptr);
+  CHECK(counter->allocations == 3);  // `idle` is gone: a fresh block
+}
+
 // ---- half.h -------------------------------------------------------------------------------------
 
 TEST_CASE("core half: f16 known values, round to nearest even, inf, NaN, subnormals", "[core]") {

@@ -1,6 +1,7 @@
 #include "cpu_backend.h"
 
 #include <omp.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -15,15 +16,29 @@ namespace tx::cpu {
 
 namespace {
 
-// 64-byte aligned host memory: a cache line, and the widest SIMD load.
+// 64-byte aligned host memory: a cache line, and the widest SIMD load. Blocks from 1 MiB are
+// mapped and unmapped directly: glibc would serve them from its heap once its dynamic mmap
+// threshold has risen, where a freed block can stay resident behind a live one, so a cache
+// that gives blocks back (CachingAllocator's sweep) would not shrink the process.
 class HostAllocator : public Allocator {
  public:
+  static constexpr size_t kMapBytes = size_t(1) << 20;
   void* allocate(size_t bytes) override {
+    if (bytes >= kMapBytes) {
+      void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      TX_CHECK(p != MAP_FAILED, "cpu: out of host memory allocating ", bytes, " bytes");
+      return p;
+    }
     void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
     TX_CHECK(p, "cpu: out of host memory allocating ", bytes, " bytes");
     return p;
   }
-  void deallocate(void* p, size_t) override { std::free(p); }
+  void deallocate(void* p, size_t bytes) override {
+    if (bytes >= kMapBytes)
+      munmap(p, bytes);
+    else
+      std::free(p);
+  }
   Device device() const override { return Device{DeviceType::cpu, 0}; }
 };
 

@@ -17,10 +17,11 @@ void* CachingAllocator::allocate(size_t bytes) {
   size_t size = round_size(bytes);
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (++allocations_ >= sweep_every_) sweep();
     auto it = free_.lower_bound(size);
     if (it != free_.end() && it->first <= 2 * size) {
       const size_t block = it->first;
-      void* p = it->second.back();
+      void* p = it->second.back().p;
       it->second.pop_back();
       if (it->second.empty()) free_.erase(it);
       cached_ -= block;
@@ -47,7 +48,7 @@ void CachingAllocator::deallocate(void* p, size_t bytes) {
       larger_.erase(it);
     }
     if (cached_ + size <= max_cached_) {
-      free_[size].push_back(p);
+      free_[size].push_back({p, period_});
       cached_ += size;
       return;
     }
@@ -58,9 +59,25 @@ void CachingAllocator::deallocate(void* p, size_t bytes) {
 void CachingAllocator::release_cached() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [size, blocks] : free_)
-    for (void* p : blocks) raw_->deallocate(p, size);
+    for (const Cached& c : blocks) raw_->deallocate(c.p, size);
   free_.clear();
   cached_ = 0;
+}
+
+void CachingAllocator::sweep() {
+  // A list is pushed and popped at its back, so its blocks idle since before this period are
+  // a prefix of it.
+  for (auto it = free_.begin(); it != free_.end();) {
+    std::vector<Cached>& blocks = it->second;
+    size_t stale = 0;
+    while (stale < blocks.size() && blocks[stale].period < period_) ++stale;
+    for (size_t i = 0; i < stale; ++i) raw_->deallocate(blocks[i].p, it->first);
+    cached_ -= stale * it->first;
+    blocks.erase(blocks.begin(), blocks.begin() + static_cast<std::ptrdiff_t>(stale));
+    it = blocks.empty() ? free_.erase(it) : std::next(it);
+  }
+  ++period_;
+  allocations_ = 0;
 }
 
 size_t CachingAllocator::cached_bytes() const {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,13 +29,16 @@ class Allocator {
 // smallest cached block that fits it and is at most twice its size: a beam search that shrinks
 // its batch every few steps asks for sizes it has never asked for, and a fresh block costs a
 // page fault per 4 KiB on first touch where a cached one costs nothing. At most
-// max_cached_bytes sit in the lists: beyond that a freed block goes back to the raw allocator,
-// so shapes that never repeat (a beam search shrinking its batch) cannot grow memory forever.
+// max_cached_bytes sit in the lists: beyond that a freed block goes back to the raw allocator.
+// Every sweep_every allocations, the blocks that sat cached through the whole last period go
+// back too: a stream whose shapes keep changing (tx-translate for hours) would otherwise leave
+// a block of every size it ever used in the lists, and its memory would grow with the stream.
 class CachingAllocator : public Allocator {
  public:
-  explicit CachingAllocator(std::unique_ptr<Allocator> raw, size_t max_cached_bytes = size_t(1)
-                                                                                      << 30)
-      : raw_(std::move(raw)), max_cached_(max_cached_bytes) {}
+  explicit CachingAllocator(std::unique_ptr<Allocator> raw,
+                            size_t max_cached_bytes = size_t(1) << 30,
+                            uint64_t sweep_every = uint64_t(1) << 16)
+      : raw_(std::move(raw)), max_cached_(max_cached_bytes), sweep_every_(sweep_every) {}
   ~CachingAllocator() override { release_cached(); }
 
   void* allocate(size_t bytes) override;
@@ -51,10 +55,20 @@ class CachingAllocator : public Allocator {
  private:
   std::unique_ptr<Allocator> raw_;
   mutable std::mutex mutex_;
-  std::map<size_t, std::vector<void*>> free_;  // no empty lists: lower_bound finds a block
-  std::unordered_map<void*, size_t> larger_;   // blocks handed out above their request's class
+  struct Cached {
+    void* p;
+    uint64_t period;  // the sweep period it was cached in
+  };
+  // Releases the blocks cached before the current period (under mutex_), then starts a new one.
+  void sweep();
+
+  std::map<size_t, std::vector<Cached>> free_;  // no empty lists: lower_bound finds a block
+  std::unordered_map<void*, size_t> larger_;    // blocks handed out above their request's class
   size_t max_cached_;
   size_t cached_ = 0;  // bytes in free_
+  uint64_t sweep_every_;
+  uint64_t allocations_ = 0;  // since the last sweep
+  uint64_t period_ = 0;
 };
 
 }  // namespace tx
