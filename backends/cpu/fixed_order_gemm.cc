@@ -130,10 +130,37 @@ void run_kernel(int rows, const float* a, const float* b, int64_t depth, float* 
   }
 }
 
+// One row against P whole panels side by side (b: the first; the others follow k * kPanel
+// apart), over all of k: one row alone has 2 chains per panel, too few to hide the FMA's latency,
+// so P panels give 2P. Each output's chain is the same as kernel's.
+template <int P>
+void row_kernel(const float* a, const float* b, int64_t k, float* c) {
+  vec acc[P][2];
+  for (int j = 0; j < P; ++j) acc[j][0] = acc[j][1] = vzero();
+  for (int64_t q = 0; q < k; ++q) {
+    const vec aq = vbroadcast(a + q);
+#pragma GCC unroll 4
+    for (int j = 0; j < P; ++j) {
+      const float* bq = b + (j * k + q) * kPanel;
+      acc[j][0] = vfma(aq, vload(bq), acc[j][0]);
+      acc[j][1] = vfma(aq, vload(bq + W), acc[j][1]);
+    }
+  }
+  for (int j = 0; j < P; ++j) {
+    vstore(c + j * kPanel, acc[j][0]);
+    vstore(c + j * kPanel + W, acc[j][1]);
+  }
+}
+
 // Panels [p0, p1) of c's rows [0, m): the whole k per row block, in passes of kDepth. Each
 // pass's slice of a is copied k-major per kRows rows, so the kernel reads one stream of it.
 void gemm_panels(const float* a, int64_t m, int64_t k, const float* panels, int64_t n, float* c,
                  int64_t p0, int64_t p1) {
+  if (m == 1) {  // a decoding step of one sentence and beam 1
+    constexpr int kSide = 4;
+    for (; p0 + kSide <= p1 && (p0 + kSide) * kPanel <= n; p0 += kSide)
+      row_kernel<kSide>(a, panels + p0 * k * kPanel, k, c + p0 * kPanel);
+  }
   // The last panel's padded columns land in a tile and only the real ones are copied out.
   float tile[kBlockRows * kPanel];
   thread_local std::vector<float> slice;

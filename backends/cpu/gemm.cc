@@ -23,6 +23,9 @@ struct GemmCache::Entry {
   memory a, b, c;  // descriptors fixed; data handles set per call
 };
 
+// Batched shapes whose primitives are kept: a training run meets a few hundred.
+constexpr size_t kMaxShapes = 1024;
+
 struct GemmCache::Impl {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
@@ -138,6 +141,9 @@ void GemmCache::run(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b
   std::lock_guard<std::mutex> lock(impl_->mutex);
   auto it = impl_->entries.find(key);
   if (it == impl_->entries.end()) {
+    // Shapes that vary with every batch (token batching, tx-score's pairs) would otherwise keep
+    // a primitive each for the life of the process: past kMaxShapes the cache starts afresh.
+    if (impl_->entries.size() >= kMaxShapes) impl_->entries.clear();
     memory::desc a_md = operand(batch, m, k, trans_a);
     memory::desc b_md = operand(batch, k, n, trans_b);
     memory::desc c_md = operand(batch, m, n, false);
