@@ -152,48 +152,43 @@ void row_kernel(const float* a, const float* b, int64_t k, float* c) {
   }
 }
 
-// Panels [p0, p1) of c's rows [0, m): the whole k per row block, in passes of kDepth. Each
-// pass's slice of a is copied k-major per kRows rows, so the kernel reads one stream of it.
-void gemm_panels(const float* a, int64_t m, int64_t k, const float* panels, int64_t n, float* c,
-                 int64_t p0, int64_t p1) {
-  if (m == 1) {  // a decoding step of one sentence and beam 1
-    constexpr int kSide = 4;
-    for (; p0 + kSide <= p1 && (p0 + kSide) * kPanel <= n; p0 += kSide)
-      row_kernel<kSide>(a, panels + p0 * k * kPanel, k, c + p0 * kPanel);
+// Copies rows [r0, r0 + rows) x k [k0, k0 + depth) of a (row stride k) k-major per kRows rows:
+// the kernel then reads one stream of it. The row groups are split between the team's threads.
+void pack_slice(const float* a, int64_t k, int64_t r0, int64_t rows, int64_t k0, int64_t depth,
+                float* slice) {
+  const int64_t groups = (rows + kRows - 1) / kRows;
+#pragma omp for schedule(static)
+  for (int64_t g = 0; g < groups; ++g) {
+    float* to = slice + g * kRows * depth;
+    const int64_t n_rows = std::min<int64_t>(kRows, rows - g * kRows);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const float* from = a + (r0 + g * kRows + r) * k + k0;
+      for (int64_t q = 0; q < depth; ++q) to[q * kRows + r] = from[q];
+    }
   }
+}
+
+// This thread's panels [p0, p1) of c's rows [i0, i0 + rows), continuing their chains over the
+// pass [k0, k0 + depth) whose slice of a is `slice`.
+void gemm_panels(const float* slice, int64_t i0, int64_t rows, int64_t k, int64_t k0, int64_t depth,
+                 const float* panels, int64_t n, float* c, int64_t p0, int64_t p1) {
   // The last panel's padded columns land in a tile and only the real ones are copied out.
   float tile[kBlockRows * kPanel];
-  thread_local std::vector<float> slice;
-  slice.resize(static_cast<size_t>(kBlockRows * kDepth));
-  for (int64_t i0 = 0; i0 < m; i0 += kBlockRows) {
-    const int64_t rows = std::min(kBlockRows, m - i0);
-    for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
-      const int64_t depth = std::min(kDepth, k - k0);
-      for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
-        float* to = slice.data() + r0 * depth;
-        const int64_t n_rows = std::min<int64_t>(kRows, rows - r0);
-        for (int64_t r = 0; r < n_rows; ++r) {
-          const float* from = a + (i0 + r0 + r) * k + k0;
-          for (int64_t q = 0; q < depth; ++q) to[q * kRows + r] = from[q];
-        }
-      }
-      for (int64_t p = p0; p < p1; ++p) {
-        const float* b = panels + p * k * kPanel + k0 * kPanel;
-        const int64_t col = p * kPanel, cols = std::min(kPanel, n - col);
-        const bool whole = cols == kPanel;
-        float* out = whole ? c + i0 * n + col : tile;
-        const int64_t ldc = whole ? n : kPanel;
-        if (!whole && k0 > 0)
-          for (int64_t r = 0; r < rows; ++r)
-            std::memcpy(tile + r * kPanel, c + (i0 + r) * n + col, cols * sizeof(float));
-        for (int64_t r = 0; r < rows; r += kRows)
-          run_kernel(static_cast<int>(std::min<int64_t>(kRows, rows - r)), slice.data() + r * depth,
-                     b, depth, out + r * ldc, ldc, k0 == 0);
-        if (!whole)
-          for (int64_t r = 0; r < rows; ++r)
-            std::memcpy(c + (i0 + r) * n + col, tile + r * kPanel, cols * sizeof(float));
-      }
-    }
+  for (int64_t p = p0; p < p1; ++p) {
+    const float* b = panels + p * k * kPanel + k0 * kPanel;
+    const int64_t col = p * kPanel, cols = std::min(kPanel, n - col);
+    const bool whole = cols == kPanel;
+    float* out = whole ? c + i0 * n + col : tile;
+    const int64_t ldc = whole ? n : kPanel;
+    if (!whole && k0 > 0)
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(tile + r * kPanel, c + (i0 + r) * n + col, cols * sizeof(float));
+    for (int64_t r = 0; r < rows; r += kRows)
+      run_kernel(static_cast<int>(std::min<int64_t>(kRows, rows - r)), slice + r * depth, b, depth,
+                 out + r * ldc, ldc, k0 == 0);
+    if (!whole)
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(c + (i0 + r) * n + col, tile + r * kPanel, cols * sizeof(float));
   }
 }
 
@@ -221,12 +216,31 @@ void fixed_order_gemm(const float* a, int64_t m, int64_t k, const float* panels,
     return;
   }
   const int64_t count = (n + kPanel - 1) / kPanel;
+  // One slice of a, packed by the team together and read by all.
+  thread_local std::vector<float> slice;
+  slice.resize(static_cast<size_t>(kBlockRows * kDepth));
+  float* shared = slice.data();
   // Columns are split between the threads, never rows or k: a row's sums are the same chains
   // whoever computes them.
 #pragma omp parallel if (!omp_in_parallel() && count > 1 && m * n * k >= 64 * kElementwiseGrain)
   {
     const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
-    gemm_panels(a, m, k, panels, n, c, count * t / threads, count * (t + 1) / threads);
+    int64_t p0 = count * t / threads;
+    const int64_t p1 = count * (t + 1) / threads;
+    if (m == 1) {  // a decoding step of one sentence and beam 1: a is the one row
+      constexpr int kSide = 4;
+      for (; p0 + kSide <= p1 && (p0 + kSide) * kPanel <= n; p0 += kSide)
+        row_kernel<kSide>(a, panels + p0 * k * kPanel, k, c + p0 * kPanel);
+    }
+    for (int64_t i0 = 0; i0 < m; i0 += kBlockRows) {
+      const int64_t rows = std::min(kBlockRows, m - i0);
+      for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
+        const int64_t depth = std::min(kDepth, k - k0);
+        pack_slice(a, k, i0, rows, k0, depth, shared);  // ends in the team's barrier
+        gemm_panels(shared, i0, rows, k, k0, depth, panels, n, c, p0, p1);
+#pragma omp barrier
+      }
+    }
   }
 }
 
