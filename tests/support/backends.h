@@ -1,7 +1,9 @@
 // Test support: the backends every conformance case runs on, and the skip protocol.
 #pragma once
 
+#include <cmath>
 #include <memory>
+#include <vector>
 
 #include "backend/registry.h"
 
@@ -13,6 +15,20 @@ struct Cpu {
 struct Cuda {
   static constexpr const char* name = "cuda";
 };
+
+// Inference's attention (over each sentence's real keys, Backend::attend_memory) against the
+// recorded graph's (batched GEMMs and softmax over the padding): the CPU's kernels sum in the
+// same order, so the two agree bit for bit there; the CUDA kernels' orders differ, so there they
+// agree within rounding (relative 1e-5).
+inline bool inference_matches_recorded(const std::vector<float>& inference,
+                                       const std::vector<float>& recorded, bool cpu) {
+  if (cpu) return inference == recorded;
+  if (inference.size() != recorded.size()) return false;
+  for (size_t i = 0; i < inference.size(); ++i)
+    if (std::fabs(inference[i] - recorded[i]) > 1e-5f * (1.0f + std::fabs(recorded[i])))
+      return false;
+  return true;
+}
 
 // Creates the named backend, or prints "SKIPPED: <name>: <reason>" (which ctest's
 // SKIP_REGULAR_EXPRESSION turns into a skipped test) and returns null.
