@@ -34,15 +34,8 @@ TEST_CASE(
     "scores alone, in a batch, for any batch options and thread count",
     "[apps][determinism]") {
   TempDir dir;
-  tx::test::write_reversal_corpus(dir.file("train.src"), dir.file("train.tgt"), 400, 3);
   // Long enough on the reversal task that the n-best lists differ in text and score.
-  const Run train = tx::test::run_program(
-      dir, TX_TRAIN_BIN,
-      "--train-sets " + dir.file("train.src") + " " + dir.file("train.tgt") + " --model " +
-          dir.file("m") +
-          " --d-model 64 --d-ff 128 --heads 4 --enc-layers 2 --dec-layers 2 --dim-vocabs 30"
-          " --max-tokens 512 --learn-rate 0.003 --lr-schedule constant --after-updates 30"
-          " --cpu-threads 1 --quiet");
+  const Run train = tx::test::train_reversal_model(dir, 30);
   REQUIRE(train.status == 0);
   // 41 lines of 2..5 words and the same lines joined in threes, so lengths (and padding) vary.
   tx::test::write_reversal_corpus(dir.file("in.txt"), dir.file("in.ref"), 30, 99);

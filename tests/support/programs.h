@@ -53,4 +53,17 @@ inline void write_reversal_corpus(const std::string& src, const std::string& tgt
   }
 }
 
+// Trains dir/m (model.safetensors, vocab.spm) on 400 reversal pairs for `updates` updates: a
+// d_model 64, 2 + 2 layer model that tx-translate can run in the program tests.
+inline Run train_reversal_model(const TempDir& dir, int updates) {
+  write_reversal_corpus(dir.file("train.src"), dir.file("train.tgt"), 400, 3);
+  return run_program(
+      dir, TX_TRAIN_BIN,
+      "--train-sets " + dir.file("train.src") + " " + dir.file("train.tgt") + " --model " +
+          dir.file("m") +
+          " --d-model 64 --d-ff 128 --heads 4 --enc-layers 2 --dec-layers 2 --dim-vocabs 30"
+          " --max-tokens 512 --learn-rate 0.003 --lr-schedule constant --after-updates " +
+          std::to_string(updates) + " --cpu-threads 1 --quiet");
+}
+
 }  // namespace tx::test
