@@ -36,11 +36,19 @@ class CountingAllocator : public tx::Allocator {
     live_bytes -= bytes;
     std::free(p);
   }
+  void discard(void* p, size_t bytes, size_t keep) override {
+    discarded.push_back({p, bytes, keep});
+  }
   tx::Device device() const override { return tx::Device{}; }
 
+  struct Discard {
+    void* p;
+    size_t bytes, keep;
+  };
   int allocations = 0;
   int deallocations = 0;
   size_t live_bytes = 0;
+  std::vector<Discard> discarded;
 };
 
 bool is_f16_nan(uint16_t h) {
@@ -308,6 +316,37 @@ TEST_CASE("core CachingAllocator: a smaller request takes a cached block up to t
   CHECK(cache.cached_bytes() == 8192 + CA::round_size(3000));
   cache.release_cached();
   CHECK(counter->live_bytes == 0);
+}
+
+TEST_CASE("core Tensor::discard_after: the whole block past the kept bytes, and only for owners",
+          "[core]") {
+  using CA = tx::CachingAllocator;
+  auto raw = std::make_unique<CountingAllocator>();
+  CountingAllocator* counter = raw.get();
+  auto cache = std::make_shared<CA>(std::move(raw));
+  void* big = cache->allocate(8192);
+  cache->deallocate(big, 8192);
+  {
+    // 5000 bytes served from the cached 8192-byte block: the discard covers the block's end.
+    Tensor t = Tensor::allocate(cache, {1250}, DType::f32);
+    REQUIRE(t.raw() == big);
+    t.discard_after(400);
+    REQUIRE(counter->discarded.size() == 1);
+    CHECK(counter->discarded[0].p == big);
+    CHECK(counter->discarded[0].bytes == 8192);
+    CHECK(counter->discarded[0].keep == 400);
+    // A slice: the kept bytes count from the slice's start within the block.
+    t.view({125, 10}).slice(25, 125).discard_after(40);
+    REQUIRE(counter->discarded.size() == 2);
+    CHECK(counter->discarded[1].keep == 25 * 40 + 40);
+    // Nothing to discard, a slice that does not reach the storage's end, borrowed memory.
+    t.discard_after(5000);
+    t.view({125, 10}).slice(0, 100).discard_after(0);
+    float local[4];
+    Tensor::borrow(local, {4}, DType::f32, tx::Device{}).discard_after(0);
+    CHECK(counter->discarded.size() == 2);
+  }
+  cache->release_cached();
 }
 
 TEST_CASE(

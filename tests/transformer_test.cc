@@ -3,6 +3,9 @@
 // and the parameter count of transformer-base.
 #include "nn/transformer.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <numeric>
@@ -781,4 +784,55 @@ TEMPLATE_TEST_CASE(
                         Catch::Contains("must be i32 [5, 1]"));
     }
   }
+}
+
+TEST_CASE("nn DecoderState: on the CPU, an ended state's never-written steps leave memory",
+          "[nn][memory]") {
+  // A block cached after a long user (every page resident) and reused by a short state: once
+  // the state ends, only its written steps stay resident (a stream's memory would otherwise
+  // climb to the longest state each block ever served).
+  tx::register_builtin_backends();
+  std::unique_ptr<tx::Backend> be = tx::create_backend("cpu");
+  const int64_t B = 4, heads = 2, S = 5, d_head = 32, capacity = 2048, steps = 3;
+  const int64_t step_bytes = B * heads * d_head * 4;  // 1 KiB: four steps a page
+  Tensor earlier = be->empty({capacity, B, heads, d_head});
+  be->fill(earlier, 1.0f);
+  void* block = earlier.raw();
+  const size_t bytes = earlier.nbytes();
+  REQUIRE(bytes >= (size_t(1) << 20));  // a mapped block
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  auto resident = [&](size_t from, size_t to) {  // pages of [from, to) of the block in memory
+    std::vector<unsigned char> in((bytes + page - 1) / page);
+    REQUIRE(mincore(block, bytes, in.data()) == 0);
+    size_t n = 0;
+    for (size_t p = from / page; p < (to + page - 1) / page; ++p) n += in[p] & 1;
+    return n;
+  };
+  std::vector<tx::nn::AttentionKV> memory;
+  tx::Rng rng(5);
+  for (int layer = 0; layer < 1; ++layer)
+    memory.push_back({tx::make_var(be->upload(random_normal(rng, B * heads * S * d_head),
+                                              {B, heads, S, d_head})),
+                      tx::make_var(be->upload(random_normal(rng, B * heads * S * d_head),
+                                              {B, heads, S, d_head}))});
+  const Tensor lengths = be->upload(std::vector<int32_t>{5, 4, 3, 2}, {B});
+  CHECK(resident(0, bytes) == bytes / page);
+  earlier = Tensor();  // back to the allocator's cache, resident
+  {
+    DecoderState state(*be, memory, lengths, capacity, B);
+    tx::nn::CachedKV cached;
+    for (int64_t t = 0; t < steps; ++t) {
+      state.begin_step();
+      const Tensor k = be->upload(random_normal(rng, B * heads * d_head), {B, heads, 1, d_head});
+      cached = state.append(0, {tx::make_var(k), tx::make_var(k)});
+      state.end_step();
+    }
+    // The keys' cache took the block the earlier tensor left (the values' is a fresh one).
+    REQUIRE((cached.keys.raw() == block || cached.values.raw() == block));
+    CHECK(resident(0, bytes) == bytes / page);
+  }
+  const size_t kept = (steps * step_bytes + page - 1) / page * page;
+  CHECK(resident(0, kept) == kept / page);
+  CHECK(resident(kept, bytes) == 0);
+  be->allocator()->trim();
 }

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -38,6 +39,14 @@ class HostAllocator : public Allocator {
       munmap(p, bytes);
     else
       std::free(p);
+  }
+  void discard(void* p, size_t bytes, size_t keep) override {
+    // Whole pages inside [p + keep, p + bytes) only: the block's own, whether mapped here or
+    // carved from glibc's heap (whose bookkeeping lies outside the block).
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + keep + page - 1) / page * page;
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
   }
   Device device() const override { return Device{DeviceType::cpu, 0}; }
 };

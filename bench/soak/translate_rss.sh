@@ -21,7 +21,10 @@ out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
 echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores; $lines lines of $(basename "$input") repeated; flags: $*"
 echo "lines_out rss_mb hwm_mb lines_per_s"
-( while :; do cat "$input"; done ) | head -n "$lines" |
+# awk ends by itself after LINES lines (a `while :; do cat; done | head` loop would keep
+# spinning after head exits).
+awk -v n="$lines" -v f="$input" 'BEGIN { while (c < n) { while ((getline l < f) > 0) {
+  print l; if (++c >= n) exit } close(f) } }' |
   "$bin/tx-translate" -m "$model" -v "$vocab" --quiet "$@" > "$out" &
 pid=$!
 # $! is the last process of the pipeline: tx-translate.

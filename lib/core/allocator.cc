@@ -56,6 +56,17 @@ void CachingAllocator::deallocate(void* p, size_t bytes) {
   raw_->deallocate(p, size);
 }
 
+void CachingAllocator::discard(void* p, size_t bytes, size_t keep) {
+  size_t size = round_size(bytes);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = larger_.find(p); it != larger_.end()) size = it->second;
+  }
+  // The whole block, not only the request: a block handed out above its class keeps the pages
+  // its earlier, larger users touched.
+  raw_->discard(p, size, keep);
+}
+
 void CachingAllocator::release_cached() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [size, blocks] : free_)

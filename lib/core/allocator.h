@@ -22,6 +22,10 @@ class Allocator {
   virtual Device device() const = 0;
   // Gives memory held for reuse back to the system (a caching allocator's free lists).
   virtual void trim() {}
+  // The block p (allocated for `bytes`) will not be read beyond its first `keep` bytes until
+  // written again: the system may take back those pages (a host allocator's madvise), so that a
+  // block reused by shorter work does not keep the pages of the longest work it ever held.
+  virtual void discard(void* /*p*/, size_t /*bytes*/, size_t /*keep*/) {}
 };
 
 // Keeps freed blocks in per-size free lists and hands them out again; sizes are rounded up
@@ -45,6 +49,7 @@ class CachingAllocator : public Allocator {
   void deallocate(void* p, size_t bytes) override;
   Device device() const override { return raw_->device(); }
   void trim() override { release_cached(); }
+  void discard(void* p, size_t bytes, size_t keep) override;
 
   // Returns every cached block to the raw allocator.
   void release_cached();

@@ -22,6 +22,13 @@ Tensor Tensor::allocate(const std::shared_ptr<Allocator>& allocator, const Shape
       dtype);
 }
 
+void Tensor::discard_after(size_t keep_bytes) const {
+  // The storage's bytes beyond this tensor's end stay as they are: a view may not own them.
+  if (!storage_ || !storage_->owner || keep_bytes >= nbytes()) return;
+  if (offset_ + nbytes() != storage_->bytes) return;
+  storage_->owner->discard(storage_->data, storage_->bytes, offset_ + keep_bytes);
+}
+
 Tensor Tensor::borrow(void* data, const Shape& shape, DType dtype, Device device) {
   size_t bytes = static_cast<size_t>(shape.numel()) * size_of(dtype);
   return Tensor(std::make_shared<Storage>(data, bytes, device, nullptr), shape, dtype);

@@ -65,6 +65,10 @@ class Tensor {
 
   std::string str() const;  // "f32[2, 3] on cpu", for error messages
 
+  // Declares that this tensor's bytes after its first keep_bytes will not be read again (until
+  // written): the allocator may take back their pages and they read as unspecified values.
+  void discard_after(size_t keep_bytes) const;
+
  private:
   std::shared_ptr<Storage> storage_;
   Shape shape_;

@@ -25,6 +25,12 @@ DecoderState::DecoderState(Backend& be, std::vector<AttentionKV> memory, Tensor 
   grow(capacity, slots_);
 }
 
+DecoderState::~DecoderState() {
+  const auto written = static_cast<size_t>(length_ * slots_ * heads_ * d_head_) * sizeof(float);
+  for (const Tensor& cache : keys_) cache.discard_after(written);
+  for (const Tensor& cache : values_) cache.discard_after(written);
+}
+
 void DecoderState::begin_step() {
   TX_CHECK(!in_step_, "DecoderState: begin_step twice without end_step");
   if (length_ == capacity_) grow(2 * capacity_, slots_);

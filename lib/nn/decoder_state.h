@@ -35,6 +35,12 @@ class DecoderState {
   // rows to preallocate (at least B).
   DecoderState(Backend& be, std::vector<AttentionKV> memory, Tensor memory_lengths,
                int64_t capacity, int64_t slots = 0);
+  // Gives the caches' never-written steps back to the allocator as untouched (discard_after):
+  // the caches are sized for the longest possible output, and a reused block would otherwise
+  // keep resident every page the longest state that ever held it wrote.
+  ~DecoderState();
+  DecoderState(DecoderState&&) = default;
+  DecoderState& operator=(DecoderState&&) = default;
 
   int64_t batch() const { return batch_; }
   int64_t group() const { return group_; }    // rows per memory entry; batch() = entries * group()
