@@ -148,6 +148,11 @@ int translate(const Options& options) {
     topts.search.rule = tx::decode::SearchRule::huggingface;
   // marian-decoder never produces <unk> unless --allow-unk.
   if (m.from_marian()) topts.search.allow_unk = false;
+  // fairseq-generate forbids an empty output (its --min-len 1).
+  const int64_t min_length = options.integer("min-length");
+  topts.search.min_length = static_cast<int>(min_length >= 0    ? min_length
+                                             : m.from_fairseq() ? 1
+                                                                : 0);
   tx::decode::Translator translator(m.backend(), m.transformers(), m.src_vocab(), m.tgt_vocab(),
                                     topts, m.weights());
   // TX_PROFILE=1: the GEMMs' share of the translation, on stderr at the end (a diagnostic; each

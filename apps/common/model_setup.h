@@ -52,6 +52,7 @@ class LoadedModel {
             formats::vocab_files_from_json(found->second, str("model '", path, "'"));
         from_marian_ = files.kind == formats::VocabKind::marian;
         from_huggingface_ = files.kind == formats::VocabKind::pieces;
+        from_fairseq_ = files.kind == formats::VocabKind::fairseq;
         load_vocabs(files, path, vocabs);
       } else {
         if (vocabs.empty())
@@ -63,6 +64,7 @@ class LoadedModel {
       config_ = file.config;
       from_marian_ = file.format == formats::Format::marian;
       from_huggingface_ = file.format == formats::Format::huggingface;
+      from_fairseq_ = file.format == formats::Format::fairseq;
       load_vocabs(file.vocabs, path, vocabs);
     }
     check_size("source", config_.src_vocab_size, *src_vocab_, path);
@@ -93,6 +95,8 @@ class LoadedModel {
   bool from_marian() const { return from_marian_; }
   // A Hugging Face model, or a tx file made from one: generate()'s search applies.
   bool from_huggingface() const { return from_huggingface_; }
+  // A fairseq model, or a tx file made from one: fairseq-generate's --min-len 1 applies.
+  bool from_fairseq() const { return from_fairseq_; }
   const io::ModelConfig& config() const { return config_; }
   const nn::Transformer& model() const { return model_; }
   const data::Vocab& src_vocab() const { return *src_vocab_; }
@@ -102,15 +106,18 @@ class LoadedModel {
   // An imported model's vocabularies: those given with -v, else those found with the model.
   void load_vocabs(const formats::VocabFiles& found, const std::string& model,
                    std::vector<std::string> given) {
-    if (found.kind == formats::VocabKind::pieces) {
+    if (found.kind == formats::VocabKind::pieces || found.kind == formats::VocabKind::fairseq) {
       if (!given.empty())
-        throw UsageError(
-            str("-v/--vocabs: the Hugging Face model '", model,
-                "' brings its own (source.spm, target.spm, vocab.json); leave -v out"));
-      src_vocab_ =
-          std::make_unique<data::Vocab>(data::Vocab::pieces(found.paths.at(0), found.tables.at(0)));
-      tgt_vocab_ =
-          std::make_unique<data::Vocab>(data::Vocab::pieces(found.paths.at(1), found.tables.at(1)));
+        throw UsageError(str(
+            "-v/--vocabs: the ",
+            found.kind == formats::VocabKind::pieces ? "Hugging Face model '" : "fairseq model '",
+            model,
+            found.kind == formats::VocabKind::pieces
+                ? "' brings its own (source.spm, target.spm, vocab.json)"
+                : "' brings its own (the dict.LANG.txt files fairseq.json names)",
+            "; leave -v out"));
+      src_vocab_ = std::make_unique<data::Vocab>(formats::open_vocab(found, 0));
+      tgt_vocab_ = std::make_unique<data::Vocab>(formats::open_vocab(found, 1));
       return;
     }
     if (given.size() == 2 && found.paths.size() == 2 && swapped(given, found.paths))
@@ -159,7 +166,7 @@ class LoadedModel {
   std::string path_;
   io::ModelConfig config_;
   formats::Format format_ = formats::Format::tx;
-  bool from_marian_ = false, from_huggingface_ = false;
+  bool from_marian_ = false, from_huggingface_ = false, from_fairseq_ = false;
   std::unique_ptr<data::Vocab> src_vocab_, tgt_vocab_;
   nn::ParameterSet params_;
   nn::Transformer model_;
@@ -217,6 +224,7 @@ class LoadedModels {
   const data::Vocab& tgt_vocab() const { return first().tgt_vocab(); }
   bool from_marian() const { return first().from_marian(); }
   bool from_huggingface() const { return first().from_huggingface(); }
+  bool from_fairseq() const { return first().from_fairseq(); }
   int64_t max_length() const {
     int64_t fewest = first().config().max_length;
     for (const auto& m : models_) fewest = std::min<int64_t>(fewest, m->config().max_length);

@@ -271,6 +271,13 @@ std::vector<OptionSpec> make_registry() {
   t.push_back(option("max-length-b", OptionType::integer, 10,
                      "Output tokens added to --max-length-factor * source tokens", kTranslate,
                      search, non_negative));
+  t.push_back(option("min-length", OptionType::integer, -1,
+                     "Output tokens before eos may end a hypothesis (fairseq's --min-len); -1: "
+                     "the model's engine's default, 1 for fairseq models (fairseq-generate's), "
+                     "else 0",
+                     kTranslate, search, [](const json& v) {
+                       return v.get<int64_t>() >= -1 ? "" : "must be -1 (auto) or more";
+                     }));
   t.push_back(option("max-tokens", OptionType::integer, 4096,
                      "Padded tokens per batch: rows * the longest sequence the batch reads "
                      "(source or target; translation reads only the source)",

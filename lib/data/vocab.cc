@@ -121,6 +121,60 @@ void Vocab::read_table(const std::string& path) {
       entries.emplace_back(kv.first.Scalar(), id);
     }
   }
+  set_table(entries, path, fix);
+}
+
+Vocab Vocab::fairseq(const std::string& dict, const std::string& spm) {
+  Vocab v;
+  v.path_ = dict;
+  if (!spm.empty())
+    v.load_spm(spm, "give the SentencePiece model the fairseq model was trained with");
+  TX_CHECK(is_file(dict), "cannot load vocabulary '", dict,
+           "': no such file; give the fairseq model's dictionary (dict.LANG.txt)");
+  const std::string fix = "; give the fairseq model's own dict.LANG.txt (\"token count\" lines)";
+  std::vector<std::pair<std::string, int64_t>> entries = {
+      {"<s>", 0}, {"<pad>", 1}, {"</s>", 2}, {"<unk>", 3}};
+  std::unordered_map<std::string, size_t> at;  // token -> its entry, for #fairseq:overwrite
+  for (const auto& [token, id] : entries) at.emplace(token, static_cast<size_t>(id));
+  std::ifstream in(dict, std::ios::binary);
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    // fairseq's Dictionary.add_from_file: the count is the last space-separated field, a token
+    // already present is an error unless the line ends with "#fairseq:overwrite".
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+    auto split = [&](std::string& rest, std::string& last) {
+      const size_t space = rest.rfind(' ');
+      TX_CHECK(space != std::string::npos && space > 0, "vocabulary '", dict, "' line ", number,
+               ": expected \"token count\"", fix);
+      last = rest.substr(space + 1);
+      rest.resize(space);
+    };
+    std::string token = line, field;
+    split(token, field);
+    const bool overwrite = field == "#fairseq:overwrite";
+    if (overwrite) split(token, field);
+    TX_CHECK(!field.empty() && field.find_first_not_of("0123456789") == std::string::npos,
+             "vocabulary '", dict, "' line ", number, ": the count '", field, "' is not a number",
+             fix);
+    // An overwritten token takes a new id (its old id still decodes to it), as in fairseq.
+    TX_CHECK(overwrite || !at.count(token), "vocabulary '", dict, "' line ", number, ": '", token,
+             "' is a duplicate (fairseq refuses it too, unless marked #fairseq:overwrite)", fix);
+    TX_CHECK(entries.size() < (1u << 30), "vocabulary '", dict, "' is too large", fix);
+    at[token] = entries.size();
+    entries.emplace_back(token, static_cast<int64_t>(entries.size()));
+  }
+  v.set_table(entries, dict, fix);
+  // fairseq's Dictionary fixes its specials at construction; an overwritten "<unk>" line gives
+  // the token a new id but unknown words still map to 3.
+  v.bos_ = 0;
+  v.pad_ = 1;
+  v.eos_ = 2;
+  v.unk_ = 3;
+  return v;
+}
+
+void Vocab::set_table(const std::vector<std::pair<std::string, int64_t>>& entries,
+                      const std::string& path, const std::string& fix) {
   TX_CHECK(!entries.empty(), "vocabulary '", path, "' is empty", fix);
   TX_CHECK(entries.size() < (1u << 30), "vocabulary '", path, "' is too large", fix);
   table_.assign(entries.size(), std::string());
@@ -131,7 +185,8 @@ void Vocab::read_table(const std::string& path) {
              " ids must be 0..", entries.size() - 1, " each once", fix);
     seen[id] = true;
     table_[id] = token;
-    index_.emplace(token, static_cast<int32_t>(id));
+    // The last entry of a token numbers it (fairseq's #fairseq:overwrite; maps have one each).
+    index_[token] = static_cast<int32_t>(id);
   }
   auto find = [&](const char* token) {
     auto it = index_.find(token);

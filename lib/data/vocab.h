@@ -45,6 +45,10 @@ class Vocab {
   // Hugging Face's Marian tokenizer: `spm` segments a line into pieces, `table` (vocab.json,
   // or a Marian .yml) numbers them; a piece it lacks is unk.
   static Vocab pieces(const std::string& spm, const std::string& table);
+  // A fairseq dictionary (`dict.en.txt`: "token count" lines, numbered from 4 after fairseq's
+  // <s> 0, <pad> 1, </s> 2, <unk> 3); text is split at whitespace as fairseq reads it, or, with
+  // `spm` (fairseq's --bpe sentencepiece), segmented by that SentencePiece model first.
+  static Vocab fairseq(const std::string& dict, const std::string& spm = "");
   ~Vocab();
   Vocab(Vocab&&) noexcept;
   Vocab& operator=(Vocab&&) noexcept;
@@ -77,6 +81,9 @@ class Vocab {
   Vocab() = default;
   // Reads a token -> id map (YAML or JSON) into table_ and index_; finds the special ids.
   void read_table(const std::string& path);
+  // Makes table_ and index_ from (token, id) pairs (ids 0..n-1, each once); finds the specials.
+  void set_table(const std::vector<std::pair<std::string, int64_t>>& entries,
+                 const std::string& path, const std::string& fix);
   void load_spm(const std::string& path, const char* fix);
 
   std::string path_;

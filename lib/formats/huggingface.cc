@@ -6,10 +6,10 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "core/error.h"
 #include "formats/model_file.h"
+#include "formats/torch_names.h"
 #include "io/safetensors.h"
 
 namespace tx::formats {
@@ -89,35 +89,6 @@ io::ModelConfig config_from_json(const json& j, const std::string& where) {
   return c;
 }
 
-// Takes file tensors by name into tx's names, as f32; every file tensor must find a place.
-class Mapper {
- public:
-  Mapper(io::TensorFile file, std::string where)
-      : file_(std::move(file)), where_(std::move(where)) {}
-  const io::NamedTensor* find(const std::string& name) const { return file_.find(name); }
-  void take(const std::string& from, const std::string& to, const Shape& shape) {
-    const io::NamedTensor* t = file_.find(from);
-    TX_CHECK(t, where_, " has no tensor '", from, "' (", shape.str(),
-             "); the model.safetensors is incomplete or not a MarianMTModel");
-    TX_CHECK(t->shape.numel() == shape.numel() && t->dtype != DType::i32, where_, ": tensor '",
-             from, "' is ", t->shape.str(), ", ", shape.str(), " expected from config.json");
-    used_.insert(from);
-    out_.add(io::NamedTensor::from_floats(to, DType::f32, shape, t->to_floats()));
-  }
-  void ignore(const std::string& name) { used_.insert(name); }
-  void check_all_used() const {
-    for (const io::NamedTensor& t : file_.tensors)
-      TX_CHECK(used_.count(t.name), where_, " has a tensor '", t.name,
-               "' that tx does not map; the model has a layer tx does not implement");
-  }
-  io::TensorFile result() { return std::move(out_); }
-
- private:
-  io::TensorFile file_, out_;
-  std::string where_;
-  std::set<std::string> used_;
-};
-
 }  // namespace
 
 ModelFile read_huggingface(const std::string& dir) {
@@ -152,7 +123,7 @@ ModelFile read_huggingface(const std::string& dir) {
   c = config_from_json(j, config_path);
   const int64_t d = c.d_model;
 
-  Mapper m(io::read_safetensors(weights), str("'", weights, "'"));
+  Mapper m(io::read_safetensors(weights), str("'", weights, "'"), "a MarianMTModel");
   auto first_of = [&](std::initializer_list<const char*> names) -> std::string {
     for (const char* n : names)
       if (m.find(n)) return n;
@@ -176,34 +147,7 @@ ModelFile read_huggingface(const std::string& dir) {
       m.take("lm_head.weight", "decoder.output_proj.weight", {c.tgt_vocab_size, d});
   }
   m.take("final_logits_bias", "decoder.output_proj.bias", {c.tgt_vocab_size});
-  for (const std::string side : {"encoder", "decoder"}) {
-    const int layers = side == "encoder" ? c.encoder_layers : c.decoder_layers;
-    for (int i = 0; i < layers; ++i) {
-      const std::string from = "model." + side + ".layers." + std::to_string(i) + ".";
-      const std::string to = side + ".layers." + std::to_string(i) + ".";
-      auto attention = [&](const std::string& f, const std::string& t) {
-        for (const char* p : {"q_proj", "k_proj", "v_proj", "out_proj"}) {
-          m.take(from + f + "." + p + ".weight", to + t + "." + p + ".weight", {d, d});
-          m.take(from + f + "." + p + ".bias", to + t + "." + p + ".bias", {d});
-        }
-      };
-      auto norm = [&](const std::string& f, const std::string& t) {
-        m.take(from + f + ".weight", to + t + ".weight", {d});
-        m.take(from + f + ".bias", to + t + ".bias", {d});
-      };
-      attention("self_attn", "self_attn");
-      norm("self_attn_layer_norm", "self_attn_norm");
-      if (side == "decoder") {
-        attention("encoder_attn", "cross_attn");
-        norm("encoder_attn_layer_norm", "cross_attn_norm");
-      }
-      m.take(from + "fc1.weight", to + "ffn.fc1.weight", {c.d_ff, d});
-      m.take(from + "fc1.bias", to + "ffn.fc1.bias", {c.d_ff});
-      m.take(from + "fc2.weight", to + "ffn.fc2.weight", {d, c.d_ff});
-      m.take(from + "fc2.bias", to + "ffn.fc2.bias", {d});
-      norm("final_layer_norm", "ffn_norm");
-    }
-  }
+  take_layers(m, c, "model.");
   m.check_all_used();
   out.params = m.result();
 

@@ -17,13 +17,25 @@ const char* name_of(Format format) {
       return "marian";
     case Format::huggingface:
       return "huggingface";
+    case Format::fairseq:
+      return "fairseq";
   }
   return "?";
 }
 
 namespace {
 const char* kind_name(VocabKind kind) {
-  return kind == VocabKind::marian ? "marian" : kind == VocabKind::pieces ? "pieces" : "tx";
+  switch (kind) {
+    case VocabKind::marian:
+      return "marian";
+    case VocabKind::pieces:
+      return "pieces";
+    case VocabKind::fairseq:
+      return "fairseq";
+    case VocabKind::tx:
+      break;
+  }
+  return "tx";
 }
 }  // namespace
 
@@ -44,25 +56,46 @@ VocabFiles vocab_files_from_json(const std::string& text, const std::string& whe
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
     const std::string kind = j.at("kind").get<std::string>();
-    TX_CHECK(kind == "marian" || kind == "pieces" || kind == "tx", where, ": '", kVocabsKey,
-             "' names an unknown vocabulary kind '", kind, "'");
-    v.kind = kind == "marian"   ? VocabKind::marian
-             : kind == "pieces" ? VocabKind::pieces
-                                : VocabKind::tx;
+    TX_CHECK(kind == "marian" || kind == "pieces" || kind == "fairseq" || kind == "tx", where,
+             ": '", kVocabsKey, "' names an unknown vocabulary kind '", kind, "'");
+    v.kind = kind == "marian"    ? VocabKind::marian
+             : kind == "pieces"  ? VocabKind::pieces
+             : kind == "fairseq" ? VocabKind::fairseq
+                                 : VocabKind::tx;
     v.paths = j.at("paths").get<std::vector<std::string>>();
     v.tables = j.at("tables").get<std::vector<std::string>>();
   } catch (const nlohmann::json::exception& e) {
     throw Error(str(where, ": metadata '", kVocabsKey, "' is damaged (", e.what(), ")"));
   }
   TX_CHECK((v.paths.size() == 2 || (v.paths.empty() && v.kind == VocabKind::marian)) &&
-               (v.kind != VocabKind::pieces || v.tables.size() == 2),
+               (v.kind != VocabKind::pieces || v.tables.size() == 2) &&
+               (v.kind != VocabKind::fairseq || v.tables.empty() || v.tables.size() == 2),
            where, ": metadata '", kVocabsKey, "' must name a source and a target vocabulary");
   return v;
 }
 
+data::Vocab open_vocab(const VocabFiles& vocabs, size_t side) {
+  switch (vocabs.kind) {
+    case VocabKind::pieces:
+      return data::Vocab::pieces(vocabs.paths.at(side), vocabs.tables.at(side));
+    case VocabKind::fairseq:
+      return data::Vocab::fairseq(vocabs.paths.at(side),
+                                  vocabs.tables.empty() ? "" : vocabs.tables.at(side));
+    case VocabKind::marian:
+      return data::Vocab::marian(vocabs.paths.at(side));
+    case VocabKind::tx:
+      break;
+  }
+  return data::Vocab(vocabs.paths.at(side));
+}
+
 Format format_of(const std::string& path) {
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return Format::huggingface;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    struct stat options;
+    return ::stat((path + "/fairseq.json").c_str(), &options) == 0 ? Format::fairseq
+                                                                   : Format::huggingface;
+  }
   if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".npz") == 0) return Format::marian;
   return Format::tx;
 }
@@ -73,6 +106,8 @@ ModelFile read_model_file(const std::string& path) {
       return read_huggingface(path);
     case Format::marian:
       return read_marian(path);
+    case Format::fairseq:
+      return read_fairseq(path);
     case Format::tx:
       break;
   }

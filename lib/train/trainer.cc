@@ -242,13 +242,8 @@ TrainerResult Trainer::run() {
   const formats::VocabFiles& imported = pretrained.vocabs;
   if (imported.kind != formats::VocabKind::tx) {
     // The imported model's own vocabularies, read as its engine reads them.
-    auto open = [&](size_t side) {
-      return imported.kind == formats::VocabKind::pieces
-                 ? data::Vocab::pieces(imported.paths.at(side), imported.tables.at(side))
-                 : data::Vocab::marian(imported.paths.at(side));
-    };
-    src_vocab = std::make_unique<data::Vocab>(open(0));
-    tgt_vocab_own = std::make_unique<data::Vocab>(open(1));
+    src_vocab = std::make_unique<data::Vocab>(formats::open_vocab(imported, 0));
+    tgt_vocab_own = std::make_unique<data::Vocab>(formats::open_vocab(imported, 1));
   } else {
     // Trained once, by rank 0; the others read its files once it is done.
     if (writer) load_vocabs();
