@@ -303,13 +303,18 @@ TEST_CASE("core CachingAllocator: a smaller request takes a cached block up to t
   void* small = cache.allocate(3000);  // 8192 > 2 * 3072: a block of its own
   CHECK(small != big);
   CHECK(counter->allocations == 2);
+  CHECK(cache.in_use_bytes() == CA::round_size(3000));
   void* mid = cache.allocate(5000);  // class 5120: the 8192 block fits within twice that
   CHECK(mid == big);
   CHECK(counter->allocations == 2);
   CHECK(cache.cached_bytes() == 0);
+  CHECK(cache.in_use_bytes() == 8192 + CA::round_size(3000));
+  CHECK(cache.above_request_bytes() == 8192 - CA::round_size(5000));
   // Freed, the block goes back under its own size, not the request's.
   cache.deallocate(mid, 5000);
   CHECK(cache.cached_bytes() == 8192);
+  CHECK(cache.in_use_bytes() == CA::round_size(3000));
+  CHECK(cache.above_request_bytes() == 0);
   CHECK(cache.allocate(8192) == big);
   cache.deallocate(big, 8192);
   cache.deallocate(small, 3000);

@@ -1,5 +1,8 @@
 #include "core/allocator.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "core/error.h"
 
 namespace tx {
@@ -26,16 +29,23 @@ void* CachingAllocator::allocate(size_t bytes) {
       if (it->second.empty()) free_.erase(it);
       cached_ -= block;
       if (block != size) larger_.emplace(p, block);
+      in_use_ += block;
+      above_request_ += block - size;
       return p;
     }
   }
+  void* p;
   try {
-    return raw_->allocate(size);
+    p = raw_->allocate(size);
   } catch (const Error&) {
     // Out of memory while blocks of other sizes sit cached: give them back and try once more.
     release_cached();
-    return raw_->allocate(size);
+    p = raw_->allocate(size);
   }
+  std::lock_guard<std::mutex> lock(mutex_);
+  in_use_ += size;
+  ++raw_allocations_;
+  return p;
 }
 
 void CachingAllocator::deallocate(void* p, size_t bytes) {
@@ -44,9 +54,11 @@ void CachingAllocator::deallocate(void* p, size_t bytes) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (auto it = larger_.find(p); it != larger_.end()) {
+      above_request_ -= it->second - size;
       size = it->second;
       larger_.erase(it);
     }
+    in_use_ -= size;
     if (cached_ + size <= max_cached_) {
       free_[size].push_back({p, period_});
       cached_ += size;
@@ -89,11 +101,33 @@ void CachingAllocator::sweep() {
   }
   ++period_;
   allocations_ = 0;
+  if (stats_)
+    std::fprintf(stderr,
+                 "allocator: period %llu: in use %.1f MB (%.1f MB above the requests), cached "
+                 "%.1f MB, %llu fresh blocks so far\n",
+                 static_cast<unsigned long long>(period_), in_use_ / 1048576.0,
+                 above_request_ / 1048576.0, cached_ / 1048576.0,
+                 static_cast<unsigned long long>(raw_allocations_));
+}
+
+bool CachingAllocator::stats_requested() {
+  const char* v = std::getenv("TX_ALLOCATOR_STATS");
+  return v && *v && std::string(v) != "0";
 }
 
 size_t CachingAllocator::cached_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return cached_;
+}
+
+size_t CachingAllocator::in_use_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return in_use_;
+}
+
+size_t CachingAllocator::above_request_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return above_request_;
 }
 
 }  // namespace tx

@@ -42,7 +42,10 @@ class CachingAllocator : public Allocator {
   explicit CachingAllocator(std::unique_ptr<Allocator> raw,
                             size_t max_cached_bytes = size_t(1) << 30,
                             uint64_t sweep_every = uint64_t(1) << 16)
-      : raw_(std::move(raw)), max_cached_(max_cached_bytes), sweep_every_(sweep_every) {}
+      : raw_(std::move(raw)),
+        max_cached_(max_cached_bytes),
+        sweep_every_(sweep_every),
+        stats_(stats_requested()) {}
   ~CachingAllocator() override { release_cached(); }
 
   void* allocate(size_t bytes) override;
@@ -54,6 +57,10 @@ class CachingAllocator : public Allocator {
   // Returns every cached block to the raw allocator.
   void release_cached();
   size_t cached_bytes() const;
+  // Bytes of the blocks handed out (their full sizes), and how many of them lie above what
+  // their requests needed (a block up to twice a request's size may serve it).
+  size_t in_use_bytes() const;
+  size_t above_request_bytes() const;
   // Rounded size that allocate() really reserves for `bytes`.
   static size_t round_size(size_t bytes);
 
@@ -66,6 +73,7 @@ class CachingAllocator : public Allocator {
   };
   // Releases the blocks cached before the current period (under mutex_), then starts a new one.
   void sweep();
+  static bool stats_requested();
 
   std::map<size_t, std::vector<Cached>> free_;  // no empty lists: lower_bound finds a block
   std::unordered_map<void*, size_t> larger_;    // blocks handed out above their request's class
@@ -74,6 +82,11 @@ class CachingAllocator : public Allocator {
   uint64_t sweep_every_;
   uint64_t allocations_ = 0;  // since the last sweep
   uint64_t period_ = 0;
+  // What the blocks handed out hold (their full sizes) and how much of that lies above the
+  // requests' own rounded sizes; printed at each sweep with TX_ALLOCATOR_STATS=1.
+  size_t in_use_ = 0, above_request_ = 0;
+  uint64_t raw_allocations_ = 0;
+  bool stats_ = false;
 };
 
 }  // namespace tx
