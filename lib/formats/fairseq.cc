@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "formats/json_field.h"
 #include "formats/model_file.h"
 #include "formats/torch_names.h"
 #include "io/safetensors.h"
@@ -16,22 +17,6 @@ namespace tx::formats {
 namespace {
 
 using nlohmann::json;
-
-bool exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
-template <typename T>
-T field(const json& j, const char* key, T fallback, const std::string& where) {
-  if (!j.contains(key) || j.at(key).is_null()) return fallback;
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception&) {
-    throw Error(str(where, ": '", key, "' has an unexpected value ", j.at(key).dump(),
-                    "; fairseq.json is damaged"));
-  }
-}
 
 io::ModelConfig config_from_options(const json& o, const std::string& where) {
   auto unsupported = [&](bool refused, const std::string& what) {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "formats/json_field.h"
 #include "formats/model_file.h"
 #include "formats/torch_names.h"
 #include "io/safetensors.h"
@@ -16,22 +17,6 @@ namespace tx::formats {
 namespace {
 
 using nlohmann::json;
-
-bool exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
-template <typename T>
-T field(const json& j, const char* key, T fallback, const std::string& where) {
-  if (!j.contains(key) || j.at(key).is_null()) return fallback;
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception&) {
-    throw Error(str(where, ": '", key, "' has an unexpected value ", j.at(key).dump(),
-                    "; the config.json is damaged"));
-  }
-}
 
 io::ModelConfig config_from_json(const json& j, const std::string& where) {
   const std::string type = field<std::string>(j, "model_type", "", where);
