@@ -618,6 +618,24 @@ TEST_CASE("core registry: the cpu backend is created by name", "[core][registry]
   if (!why.empty()) CHECK_THROWS_WITH(tx::create_backend("cuda"), Contains("cuda"));
 }
 
+TEST_CASE("core registry: the cpu backend caches at most BackendOptions::max_cached_bytes",
+          "[core][registry]") {
+  tx::register_builtin_backends();
+  tx::BackendOptions options;
+  options.max_cached_bytes = size_t(3) << 20;
+  std::unique_ptr<tx::Backend> be = tx::create_backend("cpu", options);
+  auto* cache = dynamic_cast<tx::CachingAllocator*>(be->allocator().get());
+  REQUIRE(cache);
+  {
+    // Five 1 MiB tensors freed together: three fit the cache, two go back to the system.
+    std::vector<Tensor> live;
+    for (int i = 0; i < 5; ++i) live.push_back(be->empty({262144}));
+    CHECK(cache->in_use_bytes() == 5 * (size_t(1) << 20));
+  }
+  CHECK(cache->cached_bytes() == size_t(3) << 20);
+  CHECK(cache->in_use_bytes() == 0);
+}
+
 TEST_CASE("core Arena: a step that spills over blocks is coalesced into one at reset", "[core]") {
   auto alloc = std::make_shared<CountingAllocator>();
   tx::Arena arena(alloc, 4096);

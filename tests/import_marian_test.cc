@@ -98,17 +98,9 @@ std::string outputs_of(const Variant& v) {
   return fixture(slash == std::string::npos ? dir : dir.substr(0, slash));
 }
 
-// The fixtures' input: the first 40 lines of Multi30k's test2016.en, read in place from
-// ../shared/data (the project ships no corpus text); empty when the data is absent.
+// The fixtures' input: the first 40 lines of test2016.en.
 const std::vector<std::string>& source_lines() {
-  static const std::vector<std::string> lines = [] {
-    std::vector<std::string> out;
-    const std::string data = shared_data_dir();
-    if (data.empty()) return out;
-    out = split_lines(slurp(data + "/multi30k/test2016.en"));
-    out.resize(std::min<size_t>(out.size(), 40));
-    return out;
-  }();
+  static const std::vector<std::string> lines = tx::test::test2016_head(40);
   return lines;
 }
 
@@ -151,12 +143,7 @@ void check_marian_nbest(const std::string& out, const Variant& v) {
 
 }  // namespace
 
-// The fixtures' outputs are of test2016's lines, which the tests read from ../shared/data.
-#define TX_SOURCE_OR_SKIP()                                                               \
-  if (source_lines().empty()) {                                                           \
-    std::cout << "SKIPPED: ../shared/data (Multi30k test2016.en) not found" << std::endl; \
-    return;                                                                               \
-  }
+#define TX_SOURCE_OR_SKIP() TX_TEST2016_OR_SKIP(source_lines())
 
 TEST_CASE("Marian models: tx-translate's 4-best lists equal marian-decoder's", "[import]") {
   TempDir dir;
@@ -367,13 +354,8 @@ TEST_CASE("Marian guided alignment: tx-translate --alignment equals marian-decod
   // (make_alignment.py): the layer comes from its model.yml, and pre-norm decoding attends as
   // Marian's cache does (DecoderLayer::forward's as_decoded).
   TempDir dir;
-  const std::string data = shared_data_dir();
-  if (data.empty()) {
-    std::cout << "SKIPPED: ../shared/data (Multi30k test2016.en) not found" << std::endl;
-    return;
-  }
-  std::vector<std::string> lines = split_lines(slurp(data + "/multi30k/test2016.en"));
-  lines.resize(200);
+  const std::vector<std::string> lines = tx::test::test2016_head(200);
+  TX_TEST2016_OR_SKIP(lines);
   std::string text;
   for (const std::string& line : lines) text += line + "\n";
   const std::string input = dir.file("input.en");

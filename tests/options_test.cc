@@ -68,6 +68,15 @@ TEST_CASE("options: defaults are transformer-base and the common flags", "[optio
   CHECK(options(kTrain, {"--verbose"}).log_level() == tx::app::LogLevel::verbose);
 }
 
+TEST_CASE("options: tx-translate's backend caches less freed memory than tx-train's", "[options]") {
+  // A stream's batches keep changing shape (bench/soak); a training step reuses its blocks.
+  CHECK(options(tx::app::kTranslate, {"-m", "model.safetensors"})
+            .backend_options()
+            .max_cached_bytes == size_t(128) << 20);
+  CHECK(options(kTrain, {}).backend_options().max_cached_bytes == size_t(1) << 30);
+  CHECK(options(kTrain, {"--cpu-threads", "3"}).backend_options().threads == 3);
+}
+
 TEST_CASE("options: --task presets are overridable flag by flag", "[options]") {
   Options big = options(kTrain, {"--task", "transformer-big"});
   CHECK(big.model_config() == tx::io::ModelConfig::preset("transformer-big"));

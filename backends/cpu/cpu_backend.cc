@@ -55,7 +55,8 @@ class HostAllocator : public Allocator {
 
 CpuBackend::CpuBackend(const BackendOptions& options)
     : threads_(options.threads > 0 ? options.threads : omp_get_num_procs()),
-      allocator_(std::make_shared<CachingAllocator>(std::make_unique<HostAllocator>())),
+      allocator_(std::make_shared<CachingAllocator>(std::make_unique<HostAllocator>(),
+                                                    options.max_cached_bytes)),
       gemm_(std::make_unique<GemmCache>()) {
   TX_CHECK(options.device_index == 0, "--device cpu:", options.device_index,
            ": there is one cpu device; use --device cpu and --cpu-threads to size it");

@@ -4,8 +4,10 @@
 #   bench/soak/translate_rss.sh MODEL VOCAB INPUT LINES [EVERY] [tx-translate flags...]
 #
 # Feeds INPUT's lines over and over (LINES in all) to one tx-translate process and, every
-# EVERY output lines (default 100,000), prints: lines out, VmRSS and VmHWM in MB, lines/s since
-# the last row. The issue's question (docs/determinism.md's neighbour, issue 27): does RSS stay
+# EVERY output lines (default 100,000), prints: lines out, VmRSS, the peak RSS since the last
+# row and the peak since the start in MB, lines/s since the last row. The interval's peak comes
+# from resetting VmHWM after each row (`echo 5 > /proc/PID/clear_refs`); a kernel that refuses
+# the reset makes it equal the overall peak. The issue's question (docs/determinism.md's neighbour, issue 27): does RSS stay
 # flat once the read window (--maxi-batch) is full?
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -20,7 +22,7 @@ shift $(( $# >= 5 ? 5 : 4 ))
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
 echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores; $lines lines of $(basename "$input") repeated; flags: $*"
-echo "lines_out rss_mb hwm_mb lines_per_s"
+echo "lines_out rss_mb interval_peak_mb peak_mb lines_per_s"
 # awk ends by itself after LINES lines (a `while :; do cat; done | head` loop would keep
 # spinning after head exits).
 awk -v n="$lines" -v f="$input" 'BEGIN { while (c < n) { while ((getline l < f) > 0) {
@@ -28,16 +30,19 @@ awk -v n="$lines" -v f="$input" 'BEGIN { while (c < n) { while ((getline l < f) 
   "$bin/tx-translate" -m "$model" -v "$vocab" --quiet "$@" > "$out" &
 pid=$!
 # $! is the last process of the pipeline: tx-translate.
-next=$every last_lines=0 last_t=$(date +%s.%N)
+next=$every last_lines=0 last_t=$(date +%s.%N) peak=0
 while kill -0 "$pid" 2>/dev/null; do
   sleep 1
   n=$(wc -l < "$out")
   if [ "$n" -ge "$next" ]; then
     rss=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
     hwm=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
+    echo 5 > "/proc/$pid/clear_refs" 2>/dev/null || true
+    [ "$hwm" -gt "$peak" ] && peak=$hwm
     t=$(date +%s.%N)
     rate=$(echo "($n - $last_lines) / ($t - $last_t)" | bc -l)
-    printf '%d %.1f %.1f %.0f\n' "$n" "$(echo "$rss / 1024" | bc -l)" "$(echo "$hwm / 1024" | bc -l)" "$rate"
+    printf '%d %.1f %.1f %.1f %.0f\n' "$n" "$(echo "$rss / 1024" | bc -l)" \
+      "$(echo "$hwm / 1024" | bc -l)" "$(echo "$peak / 1024" | bc -l)" "$rate"
     last_lines=$n last_t=$t
     next=$(( (n / every + 1) * every ))
   fi

@@ -37,6 +37,11 @@ struct BackendOptions {
   // cuda: fp32 GEMMs on TF32 tensor cores (inputs rounded to 10-bit mantissas, fp32 sums);
   // the cpu backend refuses it.
   bool tf32 = false;
+  // cpu: freed bytes the caching allocator keeps for reuse. A training step reuses its whole
+  // working set, so the default keeps up to 1 GiB; a translation stream's batches keep changing
+  // shape, so tx-translate keeps less (Options::backend_options). cuda keeps 1 GiB whatever
+  // this says: giving device memory back (cudaFree) waits for the device.
+  size_t max_cached_bytes = size_t(1) << 30;
 };
 
 class Backend {

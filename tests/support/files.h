@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <sstream>
 #include <string>
@@ -88,4 +89,22 @@ inline std::string shared_data_dir() {
   return {};
 }
 
+// The first `n` lines of Multi30k's test2016.en, read in place from ../shared/data (the project
+// ships no corpus text; the import fixtures hold the engines' outputs for them); empty when the
+// data is absent.
+inline std::vector<std::string> test2016_head(size_t n) {
+  const std::string data = shared_data_dir();
+  if (data.empty()) return {};
+  std::vector<std::string> lines = split_lines(slurp(data + "/multi30k/test2016.en"));
+  lines.resize(std::min(lines.size(), n));
+  return lines;
+}
+
 }  // namespace tx::test
+
+// Ends the test case, saying why, when `lines` (test2016_head's) is empty.
+#define TX_TEST2016_OR_SKIP(lines)                                                        \
+  if ((lines).empty()) {                                                                  \
+    std::cout << "SKIPPED: ../shared/data (Multi30k test2016.en) not found" << std::endl; \
+    return;                                                                               \
+  }
