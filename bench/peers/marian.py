@@ -107,7 +107,8 @@ def train(args):
            "--learn-rate", str(args.lr), "--lr-warmup", str(args.warmup),
            "--lr-decay-inv-sqrt", str(args.warmup), "--optimizer-params", "0.9", "0.98", "1e-09",
            "--clip-norm", "5", "--mini-batch-words", "4000", "--maxi-batch", "100",
-           "--max-length", "100", "--after", args.after or f"{args.epochs}e",
+           "--max-length", "100",
+           "--after", "1u" if args.init else args.after or f"{args.epochs}e",
            "--valid-sets", os.path.join(d, "val.en"), os.path.join(d, "val.de"),
            "--valid-metrics", "cross-entropy", "--valid-freq", args.valid_freq,
            "--valid-mini-batch", "32", "--early-stopping", "0", "--disp-freq", "50u",
@@ -124,6 +125,9 @@ def train(args):
     rows = [m.groups() for m in map(pat.search, open(os.path.join(out, "train.log"))) if m]
     words = sum(float(r[3]) * float(r[4].replace(",", "")) for r in rows)
     timed = sum(float(r[3]) for r in rows)
+    if args.init:
+        print(f"initialised in {secs:.0f} s: {out}/model.npz and {vocab}")
+        return 0
     valid = [x.strip() for x in open(os.path.join(out, "valid.log")) if "cross-entropy" in x]
     test = os.path.join(out, "test2016.marian.de")
     lines, dsecs = marian_decode(os.path.join(out, "model.npz"), [vocab, vocab], 5, 32,
@@ -465,6 +469,9 @@ def main():
     t.add_argument("--warmup", type=int, default=200, help="warm-up updates (then inverse sqrt)")
     t.add_argument("--valid-freq", default="200u", help="validate (and save) every N updates")
     t.add_argument("--after", help=argparse.SUPPRESS)  # e.g. 50u for a smoke test
+    t.add_argument("--init", action="store_true",
+                   help="one update and no test decoding: Marian's initialised model and "
+                        "vocabulary, for tx-train --pretrained-model (README.md)")
     c = sub.add_parser("compare", help="time Marian, tx-translate and CTranslate2 on the model")
     c.add_argument("model_dir")
     c.add_argument("--src", default=os.path.join(DATA, "test2016.en"))

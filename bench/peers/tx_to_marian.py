@@ -1,0 +1,131 @@
+"""Writes a tx model that was fine-tuned from a Marian model back as a Marian model.npz.
+
+A model that `tx-train --pretrained-model model.npz` trained keeps Marian's architecture and
+conventions (eos 0, unk 1, a zero start embedding, [sin | cos] positions, LayerNorm eps 1e-6),
+so Marian can run its weights. The original model.npz is the template: its array names, shapes
+and special:model.yml are kept, each array takes the tx parameter that lib/formats/marian.cc
+maps it to (weights back to Marian's [in, out], vectors to [1, n]). Every template array must
+find its parameter and every parameter must be used, else the script stops naming the one.
+
+This is how bench/peers/marian.py gets a Marian model trained further than Marian's CPU
+trainer can in a session (README.md, "A Marian model trained by tx").
+
+Usage: tx_to_marian.py TX_MODEL.safetensors TEMPLATE.npz OUT.npz
+"""
+import json
+import re
+import struct
+import sys
+
+import numpy as np
+
+DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None}
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    meta = header.pop("__metadata__", {})
+    tensors = {}
+    for name, e in header.items():
+        if DTYPES.get(e["dtype"]) is None:
+            sys.exit(f"tx_to_marian: tensor {name} has dtype {e['dtype']}; write an f32 model")
+        b, end = e["data_offsets"]
+        a = np.frombuffer(data[b:end], dtype=DTYPES[e["dtype"]]).reshape(e["shape"])
+        tensors[name] = a.astype(np.float32)
+    return tensors, meta
+
+
+# Marian name -> (tx name, how): "T" transposed ([in, out] <-> [out, in]), "V" a [1, n] vector,
+# "M" a matrix as is. The inverse of lib/formats/marian.cc's mapping.
+LAYER = re.compile(r"^(encoder|decoder)_l(\d+)_(self|context|ffn)_(.+)$")
+NORM = re.compile(r"^(?:Wo|ffn)_ln_(scale|bias)(?:_pre)?$")
+
+
+def tx_name(name):
+    fixed = {
+        "Wemb": ("embed_tokens.weight", "M"),
+        "encoder_Wemb": ("encoder.embed_tokens.weight", "M"),
+        "decoder_Wemb": ("decoder.embed_tokens.weight", "M"),
+        "decoder_ff_logit_out_Wt": ("decoder.output_proj.weight", "M"),
+        "decoder_ff_logit_out_W": ("decoder.output_proj.weight", "T"),
+        "decoder_ff_logit_out_b": ("decoder.output_proj.bias", "V"),
+    }
+    if name in fixed:
+        return fixed[name]
+    m = re.match(r"^(encoder|decoder)_(emb|top)_ln_(scale|bias)(?:_pre)?$", name)
+    if m:
+        part = "embed_norm" if m.group(2) == "emb" else "final_norm"
+        return f"{m.group(1)}.{part}.{'weight' if m.group(3) == 'scale' else 'bias'}", "V"
+    m = LAYER.match(name)
+    if not m:
+        return None
+    side, layer, block, rest = m.group(1), int(m.group(2)) - 1, m.group(3), m.group(4)
+    prefix = f"{side}.layers.{layer}."
+    n = NORM.match(rest)
+    if n:
+        norm = {"self": "self_attn_norm", "context": "cross_attn_norm", "ffn": "ffn_norm"}[block]
+        return prefix + norm + (".weight" if n.group(1) == "scale" else ".bias"), "V"
+    if block == "ffn":
+        f = re.match(r"^([Wb])([12])$", rest)
+        if not f:
+            return None
+        return prefix + f"ffn.fc{f.group(2)}." + ("weight" if f.group(1) == "W" else "bias"), (
+            "T" if f.group(1) == "W" else "V")
+    a = re.match(r"^([Wb])([qkvo])$", rest)
+    if not a:
+        return None
+    attn = "self_attn" if block == "self" else "cross_attn"
+    proj = "out" if a.group(2) == "o" else a.group(2)
+    return prefix + f"{attn}.{proj}_proj." + ("weight" if a.group(1) == "W" else "bias"), (
+        "T" if a.group(1) == "W" else "V")
+
+
+def main():
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    tx_path, template_path, out_path = sys.argv[1:]
+    tensors, meta = read_safetensors(tx_path)
+    config = json.loads(meta.get("tx.model_config", "{}"))
+    # Marian's conventions, which a model fine-tuned from a Marian model keeps.
+    want = {"eos_id": 0, "unk_id": 1, "decoder_start_id": -1, "positions": "halves",
+            "position_offset": 0, "embed_scale": True}
+    for key, value in want.items():
+        if config.get(key) != value:
+            sys.exit(f"tx_to_marian: {tx_path} has {key} = {config.get(key)!r}, Marian's is "
+                     f"{value!r}: only a model trained from a Marian model (tx-train "
+                     "--pretrained-model model.npz) can be written back")
+    template = np.load(template_path)
+    out = {}
+    used = set()
+    for name in template.files:
+        old = template[name]
+        if name.startswith("special:"):
+            out[name] = old
+            continue
+        mapped = tx_name(name)
+        if mapped is None or mapped[0] not in tensors:
+            sys.exit(f"tx_to_marian: the template's array '{name}' has no tx parameter "
+                     f"({mapped[0] if mapped else 'no mapping'}); is {tx_path} trained from "
+                     f"{template_path}?")
+        t, how = mapped
+        value = tensors[t].T if how == "T" else tensors[t].reshape(old.shape)
+        if value.shape != old.shape:
+            sys.exit(f"tx_to_marian: '{name}' is {old.shape} in the template, {t} gives "
+                     f"{value.shape}; is {tx_path} trained from {template_path}?")
+        out[name] = np.ascontiguousarray(value, dtype=np.float32)
+        used.add(t)
+    left = sorted(set(tensors) - used)
+    if left:
+        sys.exit(f"tx_to_marian: {len(left)} tx parameters have no place in the template "
+                 f"(first: {left[0]}); is {tx_path} trained from {template_path}?")
+    # Uncompressed, as marian writes it.
+    with open(out_path, "wb") as f:
+        np.savez(f, **out)
+    print(f"tx_to_marian: wrote {out_path} ({len(out)} arrays)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
