@@ -163,7 +163,8 @@ TEST_CASE("fairseq models: tx-translate's greedy lines equal fairseq-interactive
 TEST_CASE("fairseq dictionary: fairseq's ids, whitespace tokens, overwrite, errors", "[import]") {
   TempDir dir;
   write_file(dir.file("dict.txt"),
-             "der 10\nHaus 7\n\xe2\x96\x81a 3\n<unk> 0 #fairseq:overwrite\nmadeupword0000 0\n");
+             "der 10\nHaus 7\n\xe2\x96\x81"
+             "a 3\n<unk> 0 #fairseq:overwrite\nmadeupword0000 0\n");
   const tx::data::Vocab v = tx::data::Vocab::fairseq(dir.file("dict.txt"));
   // <s> <pad> </s> <unk>, then the file's lines; the overwritten <unk> takes a new id (7) as in
   // fairseq, whose unknown words still map to 3.

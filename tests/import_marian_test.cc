@@ -177,6 +177,34 @@ TEST_CASE("Marian models: tx-translate's greedy lines equal marian-decoder's", "
   }
 }
 
+TEST_CASE("Marian models: eos and unk are the vocabulary's, as marian-decoder takes them",
+          "[import]") {
+  // vocab-ids/ holds a model over a vocabulary spm_train made with its default ids (</s> 2,
+  // <unk> 0; Marian's own put </s> at 0) and marian-decoder's output (make_vocab_ids.py).
+  TempDir dir;
+  TX_SOURCE_OR_SKIP();
+  const std::string vocab = fixture("vocab-ids/vocab.spm");
+  const std::string input = input_of(dir, kVariants[0]);
+  for (const char* beam : {"4", "1"}) {
+    INFO("beam " << beam);
+    Run r = run_program(dir, TX_TRANSLATE_BIN,
+                        "-m " + fixture("vocab-ids/model.npz") + " -v " + vocab + " " + vocab +
+                            " --normalize 0 --max-length-factor 3 --cpu-threads 1 --beam-size " +
+                            beam + " < " + input);
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const std::vector<std::string> want = split_lines(slurp(fixture(
+        std::string("vocab-ids/marian.") + (beam[0] == '4' ? "beam4" : "greedy") + ".out")));
+    const std::vector<std::string> got = split_lines(r.out);
+    REQUIRE(want.size() == source_lines().size());
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      INFO("line " << i);
+      CHECK(got[i] == want[i]);
+    }
+  }
+}
+
 TEST_CASE("Marian ensemble: tx-translate -m A B --weights equals marian-decoder's", "[import]") {
   // ensemble/ holds a second model over post-relu-tiedall's vocabulary and marian-decoder's
   // ensemble of the two (make_ensemble.py). Both print each model's log-prob (F0, F1) and the

@@ -66,6 +66,8 @@ class LoadedModel {
       from_huggingface_ = file.format == formats::Format::huggingface;
       from_fairseq_ = file.format == formats::Format::fairseq;
       load_vocabs(file.vocabs, path, vocabs);
+      if (from_marian_)
+        formats::adopt_marian_ids(config_, *src_vocab_, *tgt_vocab_, str("model '", path, "'"));
     }
     check_size("source", config_.src_vocab_size, *src_vocab_, path);
     check_size("target", config_.tgt_vocab_size, *tgt_vocab_, path);

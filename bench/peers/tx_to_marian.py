@@ -1,11 +1,14 @@
-"""Writes a tx model that was fine-tuned from a Marian model back as a Marian model.npz.
+"""Writes a tx model in Marian's layout back as a Marian model.npz.
 
-A model that `tx-train --pretrained-model model.npz` trained keeps Marian's architecture and
-conventions (eos 0, unk 1, a zero start embedding, [sin | cos] positions, LayerNorm eps 1e-6),
-so Marian can run its weights. The original model.npz is the template: its array names, shapes
-and special:model.yml are kept, each array takes the tx parameter that lib/formats/marian.cc
-maps it to (weights back to Marian's [in, out], vectors to [1, n]). Every template array must
-find its parameter and every parameter must be used, else the script stops naming the one.
+A tx model Marian can run: one fine-tuned from a Marian model (`tx-train --pretrained-model
+model.npz`), or one trained from scratch with Marian's layout (--positions halves --norm-eps
+1e-6 --decoder-start-id -1 --output-bias, and Marian's activation and tying); Marian takes eos
+and unk from the SentencePiece vocabulary, so tx's own vocab.spm serves. TEMPLATE.npz is a
+Marian model of the same shape (the original, or `marian.py train --init` with the same
+dimensions and vocab.spm): its array names, shapes and special:model.yml are kept, each array
+takes the tx parameter that lib/formats/marian.cc maps it to (weights back to Marian's [in,
+out], vectors to [1, n]). Every template array must find its parameter, every parameter must be
+used and the template's options must match the model's, else the script stops naming why.
 
 This is how bench/peers/marian.py gets a Marian model trained further than Marian's CPU
 trainer can in a session (README.md, "A Marian model trained by tx").
@@ -18,6 +21,7 @@ import struct
 import sys
 
 import numpy as np
+import yaml
 
 DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None}
 
@@ -90,14 +94,24 @@ def main():
     tensors, meta = read_safetensors(tx_path)
     config = json.loads(meta.get("tx.model_config", "{}"))
     # Marian's conventions, which a model fine-tuned from a Marian model keeps.
-    want = {"eos_id": 0, "unk_id": 1, "decoder_start_id": -1, "positions": "halves",
-            "position_offset": 0, "embed_scale": True}
+    want = {"decoder_start_id": -1, "positions": "halves", "position_offset": 0,
+            "embed_scale": True, "norm_eps": 1e-6}
     for key, value in want.items():
-        if config.get(key) != value:
+        if config.get(key) != value and not (key == "norm_eps" and
+                                             abs(config.get(key, 0) - value) < 1e-9):
             sys.exit(f"tx_to_marian: {tx_path} has {key} = {config.get(key)!r}, Marian's is "
-                     f"{value!r}: only a model trained from a Marian model (tx-train "
-                     "--pretrained-model model.npz) can be written back")
+                     f"{value!r}: train it from a Marian model or with Marian's layout")
     template = np.load(template_path)
+    yml = yaml.safe_load(bytes(template["special:model.yml"]).rstrip(b"\0").decode())
+    same = {"dim-emb": config.get("d_model"), "transformer-dim-ffn": config.get("d_ff"),
+            "transformer-heads": config.get("heads"), "enc-depth": config.get("encoder_layers"),
+            "dec-depth": config.get("decoder_layers"),
+            "transformer-ffn-activation": config.get("activation"),
+            "output-omit-bias": not config.get("output_bias")}
+    for key, value in same.items():
+        if yml.get(key) != value:
+            sys.exit(f"tx_to_marian: the template has {key} {yml.get(key)!r}, {tx_path} "
+                     f"{value!r}; make the template with the model's options")
     out = {}
     used = set()
     for name in template.files:

@@ -57,8 +57,9 @@ io::ModelConfig config_from_yaml(const YAML::Node& yml, const std::string& where
   c.norm_eps = 1e-6f;  // Marian's layerNorm (layers/generic.h)
   c.positions = io::Positions::halves;
   c.output_bias = !option<bool>(yml, "output-omit-bias", false, where);
-  // Marian's ids: </s> 0 and <unk> 1 in its vocabularies, no bos or pad, and decoding starts
-  // from a zero embedding (the shifted target history).
+  // Marian's ids: </s> 0 and <unk> 1 in the vocabularies it makes (a vocabulary with others
+  // brings its own: adopt_marian_ids), no bos or pad, and decoding starts from a zero embedding
+  // (the shifted target history).
   c.eos_id = 0;
   c.unk_id = 1;
   c.pad_id = -1;

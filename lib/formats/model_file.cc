@@ -89,6 +89,16 @@ data::Vocab open_vocab(const VocabFiles& vocabs, size_t side) {
   return data::Vocab(vocabs.paths.at(side));
 }
 
+void adopt_marian_ids(io::ModelConfig& config, const data::Vocab& src, const data::Vocab& tgt,
+                      const std::string& where) {
+  TX_CHECK(src.eos_id() == tgt.eos_id() && src.unk_id() == tgt.unk_id(), where,
+           ": its source vocabulary '", src.path(), "' has eos ", src.eos_id(), " and unk ",
+           src.unk_id(), ", its target vocabulary '", tgt.path(), "' eos ", tgt.eos_id(),
+           " and unk ", tgt.unk_id(), "; tx reads Marian models whose vocabularies agree on them");
+  config.eos_id = tgt.eos_id();
+  config.unk_id = tgt.unk_id();
+}
+
 Format format_of(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {

@@ -36,6 +36,13 @@ struct VocabFiles {
 // or fairseq).
 data::Vocab open_vocab(const VocabFiles& vocabs, size_t side);
 
+// Marian takes eos and unk from each vocabulary (a SentencePiece model's own ids; </s> 0 and
+// <unk> 1 in a .yml list), not from the model: a Marian .npz model's ids become its
+// vocabularies'. Throws naming `where` when the source's and the target's differ (tx keeps one
+// eos per model).
+void adopt_marian_ids(io::ModelConfig& config, const data::Vocab& src, const data::Vocab& tgt,
+                      const std::string& where);
+
 // A tx model file made from an imported model (tx-average of Marian models, a fine-tuned
 // OPUS-MT model) keeps its vocabularies' kind and files in this metadata entry, so the programs
 // read them as the original's: {"kind": "marian"|"pieces", "paths": [...], "tables": [...]}.

@@ -257,6 +257,9 @@ TrainerResult Trainer::run() {
   if (!o.pretrained_model.empty()) {
     // The imported architecture; the regularisation is this run's.
     config = pretrained.config;
+    if (pretrained.format == formats::Format::marian)
+      formats::adopt_marian_ids(config, *src_vocab, tgt_vocab,
+                                str("model '", o.pretrained_model, "'"));
     config.dropout = o.model.dropout;
     config.attention_dropout = o.model.attention_dropout;
     config.relu_dropout = o.model.relu_dropout;
