@@ -12,31 +12,12 @@ Usage: tx_to_ct2.py MODEL.safetensors VOCAB.spm OUT_DIR [--quantization int8]
 import argparse
 import json
 import os
-import struct
 import sys
 
 import numpy as np
 import sentencepiece as spm
 from ctranslate2.specs import common_spec, transformer_spec
-
-DTYPES = {"F32": np.float32, "F16": np.float16, "I32": np.int32}
-
-
-def read_safetensors(path):
-    """The tensors (name -> numpy array) and the metadata of a safetensors file."""
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    meta = header.pop("__metadata__", {})
-    tensors = {}
-    for name, e in header.items():
-        if e["dtype"] not in DTYPES:
-            sys.exit(f"tx_to_ct2: tensor {name} has dtype {e['dtype']}; convert f32 models")
-        b, end = e["data_offsets"]
-        tensors[name] = np.frombuffer(data[b:end], dtype=DTYPES[e["dtype"]]).reshape(e["shape"]).copy()
-    return tensors, meta
-
+from safetensors_np import read_safetensors
 
 def position_table(length, d_model):
     """tx's sinusoid (lib/backend/device_math.h): PE(p, 2i) = sin(p / 10000^(2i/D)),
@@ -73,7 +54,7 @@ def set_ffn(spec, t, p):
 
 
 def convert(model_path, vocab_path, out_dir, quantization=None):
-    t, meta = read_safetensors(model_path)
+    t, meta = read_safetensors(model_path, "tx_to_ct2")
     c = json.loads(meta["tx.model_config"])
     if c["pre_norm"] or c["tied_embeddings"] != "all":
         sys.exit("tx_to_ct2: only post-norm models with all embeddings tied are supported")

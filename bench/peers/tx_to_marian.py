@@ -17,30 +17,11 @@ Usage: tx_to_marian.py TX_MODEL.safetensors TEMPLATE.npz OUT.npz
 """
 import json
 import re
-import struct
 import sys
 
 import numpy as np
 import yaml
-
-DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None}
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    meta = header.pop("__metadata__", {})
-    tensors = {}
-    for name, e in header.items():
-        if DTYPES.get(e["dtype"]) is None:
-            sys.exit(f"tx_to_marian: tensor {name} has dtype {e['dtype']}; write an f32 model")
-        b, end = e["data_offsets"]
-        a = np.frombuffer(data[b:end], dtype=DTYPES[e["dtype"]]).reshape(e["shape"])
-        tensors[name] = a.astype(np.float32)
-    return tensors, meta
-
+from safetensors_np import read_safetensors
 
 # Marian name -> (tx name, how): "T" transposed ([in, out] <-> [out, in]), "V" a [1, n] vector,
 # "M" a matrix as is. The inverse of lib/formats/marian.cc's mapping.
@@ -91,7 +72,8 @@ def main():
     if len(sys.argv) != 4:
         sys.exit(__doc__)
     tx_path, template_path, out_path = sys.argv[1:]
-    tensors, meta = read_safetensors(tx_path)
+    tensors, meta = read_safetensors(tx_path, "tx_to_marian")
+    tensors = {k: v.astype(np.float32) for k, v in tensors.items()}
     config = json.loads(meta.get("tx.model_config", "{}"))
     # Marian's conventions, which a model fine-tuned from a Marian model keeps.
     want = {"decoder_start_id": -1, "positions": "halves", "position_offset": 0,
