@@ -1,0 +1,85 @@
+#include "train/run_files.h"
+
+#include <filesystem>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "train/checkpoint.h"
+
+namespace tx::train {
+
+namespace fs = std::filesystem;
+
+RunFiles::RunFiles(Backend& be, const TrainerOptions& o, const io::ModelConfig& config,
+                   const nn::ParameterSet& params, ExponentialSmoothing& smoothing,
+                   std::map<std::string, std::string> model_meta, bool writer)
+    : be_(be),
+      o_(o),
+      config_(config),
+      params_(params),
+      smoothing_(smoothing),
+      model_meta_(std::move(model_meta)),
+      writer_(writer) {
+  if (!writer_) return;
+  json_log_.open(Trainer::log_path(o_.model_dir), std::ios::app);
+  TX_CHECK(json_log_, "cannot open '", Trainer::log_path(o_.model_dir),
+           "' for appending; check the model directory's permissions");
+}
+
+void RunFiles::write_json(const nlohmann::json& record) {
+  if (!writer_) return;
+  json_log_ << record.dump() << '\n';
+  json_log_.flush();
+  TX_CHECK(json_log_, "writing '", Trainer::log_path(o_.model_dir), "' failed (disk full?)");
+}
+
+void RunFiles::save(const TrainingState& state, const Adam& adam) {
+  if (!writer_) return;
+  save_checkpoint(Trainer::checkpoint_path(o_.model_dir), be_, config_, params_, adam, state, {},
+                  smoothing_.tensors());
+  save_models(state.update);
+}
+
+void RunFiles::save_models(int64_t update) {
+  if (!writer_) return;
+  std::map<std::string, std::string> meta = model_meta_;
+  meta[kUpdateKey] = std::to_string(update);
+  smoothing_.swap();
+  save_model(Trainer::model_path(o_.model_dir), be_, config_, params_, meta);
+  if (o_.keep_last > 0)
+    save_model(Trainer::snapshot_path(o_.model_dir, update), be_, config_, params_, meta);
+  smoothing_.swap();
+  if (o_.keep_last <= 0) return;
+  std::error_code ec;
+  std::vector<std::pair<int64_t, std::string>> old = Trainer::snapshots(o_.model_dir);
+  for (size_t i = 0; i + size_t(o_.keep_last) < old.size(); ++i) fs::remove(old[i].second, ec);
+}
+
+void RunFiles::catch_up_models(int64_t update, bool quiet) {
+  if (!writer_) return;
+  std::string model_update;
+  try {
+    const auto meta = read_checkpoint_metadata(Trainer::model_path(o_.model_dir));
+    auto it = meta.find(kUpdateKey);
+    if (it != meta.end()) model_update = it->second;
+  } catch (const Error&) {  // missing or unreadable: rewritten below
+  }
+  std::error_code ec;
+  const bool snapshot_missing =
+      o_.keep_last > 0 && !fs::exists(Trainer::snapshot_path(o_.model_dir, update), ec);
+  if (model_update == std::to_string(update) && !snapshot_missing) return;
+  if (!quiet)
+    log(Trainer::model_path(o_.model_dir), " is not the checkpoint's update ", update,
+        "; writing the checkpoint's weights there");
+  save_models(update);
+}
+
+void RunFiles::save_best(const std::string& metric) {
+  if (!writer_) return;
+  save_model((fs::path(o_.model_dir) / ("model.best-" + metric + ".safetensors")).string(), be_,
+             config_, params_, model_meta_);
+}
+
+}  // namespace tx::train

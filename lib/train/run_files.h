@@ -1,0 +1,56 @@
+// RunFiles: the files a training run writes in its model directory, by rank 0 alone: the
+// checkpoint (the truth a resume starts from), then model.safetensors and the --keep-last
+// snapshots, the best model of each validation metric, and the JSON log (train.log.jsonl).
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "backend/backend.h"
+#include "io/model_config.h"
+#include "nn/parameters.h"
+#include "train/optimizer.h"
+#include "train/smoothing.h"
+#include "train/trainer.h"
+#include "train/training_state.h"
+
+namespace tx::train {
+
+class RunFiles {
+ public:
+  // Opens the JSON log for appending (rank 0, `writer`); the other processes write nothing.
+  // `model_meta` goes into every model file written.
+  RunFiles(Backend& be, const TrainerOptions& o, const io::ModelConfig& config,
+           const nn::ParameterSet& params, ExponentialSmoothing& smoothing,
+           std::map<std::string, std::string> model_meta, bool writer);
+
+  // One record of train.log.jsonl, flushed at once (a crash keeps every line before it).
+  void write_json(const nlohmann::json& record);
+  // The checkpoint of `state` (weights, Adam, smoothed weights), then the model files.
+  void save(const TrainingState& state, const Adam& adam);
+  // model.safetensors and the --keep-last snapshot of the weights as they are now (the
+  // smoothed ones with smoothing), naming `update`; snapshots beyond the newest keep_last go.
+  void save_models(int64_t update);
+  // After a crash between the checkpoint's rename and the model's, model.safetensors is one
+  // save behind the checkpoint of `update`: writes the checkpoint's weights there (and the
+  // missing snapshot), saying so unless `quiet`.
+  void catch_up_models(int64_t update, bool quiet);
+  // model.best-<metric>.safetensors of the weights as they are now (validation swaps the
+  // smoothed weights in around it).
+  void save_best(const std::string& metric);
+
+ private:
+  Backend& be_;
+  const TrainerOptions& o_;
+  const io::ModelConfig& config_;
+  const nn::ParameterSet& params_;
+  ExponentialSmoothing& smoothing_;
+  std::map<std::string, std::string> model_meta_;
+  bool writer_;
+  std::ofstream json_log_;
+};
+
+}  // namespace tx::train

@@ -1,0 +1,198 @@
+#include "train/run_inputs.h"
+
+#include <filesystem>
+#include <vector>
+
+#include "core/error.h"
+#include "core/format.h"
+#include "core/log.h"
+#include "core/text_file.h"
+#include "data/vocab_train.h"
+#include "train/checkpoint.h"
+
+namespace tx::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+void require_file(const std::string& path, const std::string& what) {
+  TX_CHECK(!path.empty(), what, ": no file given");
+  check_readable_file(path, what);
+}
+
+// The vocabulary at `path`, trained there from `inputs` first when the file does not exist
+// and `may_train` (rank 0 of a data-parallel run trains it; the others read its file).
+data::Vocab vocab_at(const std::string& path, const std::vector<std::string>& inputs,
+                     const TrainerOptions& o, bool may_train, bool quiet) {
+  std::error_code ec;
+  if (!may_train)
+    TX_CHECK(fs::exists(path, ec), "vocabulary '", path,
+             "' that rank 0 trained is not visible to this process; put --model (and "
+             "--vocabs) on a file system that every process of the run sees");
+  if (!fs::exists(path, ec)) {
+    const std::string suffix = ".spm";
+    TX_CHECK(path.size() > suffix.size() &&
+                 path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0,
+             "vocabulary '", path,
+             "' does not exist and cannot be trained there: its name must end in .spm");
+    data::VocabTrainOptions vo;
+    vo.inputs = inputs;
+    vo.prefix = path.substr(0, path.size() - suffix.size());
+    vo.vocab_size = o.vocab_size;
+    vo.hard_vocab_limit = false;  // a small corpus gives a smaller vocabulary, not an error
+    vo.seed = o.seed;
+    data::VocabTrainResult r = data::train_vocab(vo);
+    if (!quiet)
+      log("trained vocabulary ", r.model_path, ": ", grouped(r.size), " pieces from ",
+          grouped(r.sampled), " lines");
+  }
+  return data::Vocab(path);
+}
+
+}  // namespace
+
+void check_run_options(const TrainerOptions& o) {
+  TX_CHECK(!o.model_dir.empty(), "no model directory given; pass --model DIR");
+  require_file(o.train_src, "training source file (--train-sets)");
+  require_file(o.train_tgt, "training target file (--train-sets)");
+  const bool validate = !o.valid_src.empty() || !o.valid_tgt.empty();
+  if (validate) {
+    require_file(o.valid_src, "validation source file (--valid-sets)");
+    require_file(o.valid_tgt, "validation target file (--valid-sets)");
+    TX_CHECK(!o.valid_metrics.empty(),
+             "--valid-metrics is empty; give cross-entropy, perplexity, bleu or chrf");
+    for (const std::string& m : o.valid_metrics)
+      TX_CHECK(m == "cross-entropy" || m == "perplexity" || m == "bleu" || m == "chrf",
+               "unknown validation metric '", m, "'; use cross-entropy, perplexity, bleu or chrf");
+  }
+  TX_CHECK(o.optimizer_delay >= 1, "--optimizer-delay must be 1 or more");
+  TX_CHECK(o.disp_freq >= 1 && o.save_freq >= 1 && o.valid_freq >= 1,
+           "--disp-freq, --save-freq and --valid-freq must be 1 or more");
+  std::error_code ec;
+  fs::create_directories(o.model_dir, ec);
+  TX_CHECK(fs::is_directory(o.model_dir), "cannot create the model directory '", o.model_dir, "'",
+           ec ? ": " + ec.message() : std::string(), "; check the path and permissions");
+}
+
+RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool writer, bool quiet) {
+  RunInputs in;
+  formats::ModelFile& pretrained = in.pretrained;
+  std::map<std::string, std::string>& model_meta = in.model_meta;
+  if (!o.pretrained_model.empty()) {
+    pretrained = formats::read_model_file(o.pretrained_model);
+    if (pretrained.format == formats::Format::tx) {
+      pretrained.config = read_model_config(o.pretrained_model);
+      const auto meta = read_checkpoint_metadata(o.pretrained_model);
+      const auto found = meta.find(formats::kVocabsKey);
+      if (found != meta.end())
+        pretrained.vocabs =
+            formats::vocab_files_from_json(found->second, str("model '", o.pretrained_model, "'"));
+    }
+    if (pretrained.vocabs.kind == formats::VocabKind::marian && !o.src_vocab.empty())
+      pretrained.vocabs.paths = {o.src_vocab, o.tgt_vocab};
+    if (pretrained.vocabs.kind != formats::VocabKind::tx) {
+      TX_CHECK(pretrained.vocabs.paths.size() == 2, "give the vocabularies of the model '",
+               o.pretrained_model, "' with --vocabs SRC TGT (its .yml or .spm files)");
+      model_meta[formats::kVocabsKey] = formats::vocab_files_json(pretrained.vocabs);
+    }
+  }
+
+  // ---- vocabularies ----------------------------------------------------------------------------
+  std::string src_vocab_path = o.src_vocab, tgt_vocab_path = o.tgt_vocab;
+  if (src_vocab_path.empty() != tgt_vocab_path.empty())
+    throw Error(
+        "give both vocabularies (--vocabs SRC.spm TGT.spm), or one path twice for a "
+        "joint one");
+  if (src_vocab_path.empty()) {
+    const bool joint = o.model.tied_embeddings == io::TiedEmbeddings::all;
+    const fs::path dir(o.model_dir);
+    src_vocab_path = (dir / (joint ? "vocab.spm" : "vocab.src.spm")).string();
+    tgt_vocab_path = (dir / (joint ? "vocab.spm" : "vocab.tgt.spm")).string();
+  }
+  const bool joint_vocab = src_vocab_path == tgt_vocab_path;
+  std::unique_ptr<data::Vocab>&src_vocab = in.src_vocab, &tgt_vocab_own = in.tgt_vocab_own;
+  auto load_vocabs = [&]() {
+    if (joint_vocab) {
+      src_vocab = std::make_unique<data::Vocab>(
+          vocab_at(src_vocab_path, {o.train_src, o.train_tgt}, o, writer, quiet));
+    } else {
+      src_vocab =
+          std::make_unique<data::Vocab>(vocab_at(src_vocab_path, {o.train_src}, o, writer, quiet));
+      tgt_vocab_own =
+          std::make_unique<data::Vocab>(vocab_at(tgt_vocab_path, {o.train_tgt}, o, writer, quiet));
+    }
+  };
+  const formats::VocabFiles& imported = pretrained.vocabs;
+  if (imported.kind != formats::VocabKind::tx) {
+    // The imported model's own vocabularies, read as its engine reads them.
+    src_vocab = std::make_unique<data::Vocab>(formats::open_vocab(imported, 0));
+    tgt_vocab_own = std::make_unique<data::Vocab>(formats::open_vocab(imported, 1));
+  } else {
+    // Trained once, by rank 0; the others read its files once it is done.
+    if (writer) load_vocabs();
+    world.barrier();
+    if (!writer) load_vocabs();
+  }
+  const data::Vocab& tgt_vocab = tgt_vocab_own ? *tgt_vocab_own : *src_vocab;
+
+  // ---- model config -------------------------------------------------------------------------
+  io::ModelConfig& config = in.config;
+  config = o.model;
+  if (!o.pretrained_model.empty()) {
+    // The imported architecture; the regularisation is this run's.
+    config = pretrained.config;
+    if (pretrained.format == formats::Format::marian)
+      formats::adopt_marian_ids(config, *src_vocab, tgt_vocab,
+                                str("model '", o.pretrained_model, "'"));
+    config.dropout = o.model.dropout;
+    config.attention_dropout = o.model.attention_dropout;
+    config.relu_dropout = o.model.relu_dropout;
+    config.dropout_src = o.model.dropout_src;
+    config.dropout_trg = o.model.dropout_trg;
+    config.label_smoothing = o.model.label_smoothing;
+    TX_CHECK(
+        src_vocab->size() == config.src_vocab_size && tgt_vocab.size() == config.tgt_vocab_size,
+        "the vocabularies '", src_vocab->path(), "' and '", tgt_vocab.path(), "' have ",
+        src_vocab->size(), " and ", tgt_vocab.size(), " pieces but the model '", o.pretrained_model,
+        "' has ", config.src_vocab_size, " and ", config.tgt_vocab_size,
+        "; give the vocabularies the model was trained with (--vocabs)");
+  }
+  config.src_vocab_size = src_vocab->size();
+  config.tgt_vocab_size = tgt_vocab.size();
+  // The model's special ids are the vocabularies' (--pad-id and the like change neither).
+  for (const data::Vocab* v : {static_cast<const data::Vocab*>(src_vocab.get()), &tgt_vocab}) {
+    auto same = [](int32_t model, int32_t vocab) { return model < 0 || model == vocab; };
+    TX_CHECK(v->eos_id() == config.eos_id && same(config.unk_id, v->unk_id()) &&
+                 same(config.pad_id, v->pad_id()) && same(config.bos_id, v->bos_id()),
+             "the vocabulary '", v->path(), "' has pad ", v->pad_id(), ", unk ", v->unk_id(),
+             ", bos ", v->bos_id(), ", eos ", v->eos_id(), " but the model options say pad ",
+             config.pad_id, ", unk ", config.unk_id, ", bos ", config.bos_id, ", eos ",
+             config.eos_id, "; leave the id options at the vocabulary's");
+  }
+  TX_CHECK(config.tied_embeddings != io::TiedEmbeddings::all || joint_vocab ||
+               !o.pretrained_model.empty(),
+           "--tied-embeddings all needs one joint vocabulary: give one path twice in --vocabs "
+           "(or none), or use --tied-embeddings decoder or none");
+  // The layer and head are the model options' (a pretrained model's own when fine-tuning).
+  if (!o.guided_alignment.empty() && config.alignment_head < 0) config.alignment_head = 0;
+  config.validate(true, "the model options");
+
+  // ---- data ---------------------------------------------------------------------------------
+  data::CorpusOptions& corpus_options = in.corpus_options;
+  corpus_options.max_src_tokens = corpus_options.max_tgt_tokens = config.max_length - 1;
+  in.corpus = std::make_unique<data::ParallelCorpus>(
+      data::load_parallel_corpus(o.train_src, o.train_tgt, *src_vocab, tgt_vocab, corpus_options));
+  const data::ParallelCorpus& corpus = *in.corpus;
+  if (!quiet) log("training data: ", corpus.stats().summary(corpus_options));
+  std::unique_ptr<GuidedAlignments>& alignments = in.alignments;
+  if (!o.guided_alignment.empty()) {
+    alignments = std::make_unique<GuidedAlignments>(o.guided_alignment);
+    TX_CHECK(alignments->lines() == corpus.stats().pairs_read, "--guided-alignment: '",
+             o.guided_alignment, "' has ", alignments->lines(), " lines but the training data ",
+             corpus.stats().pairs_read, " pairs; give one alignment line per pair");
+    alignments->check(corpus);
+  }
+  return in;
+}
+
+}  // namespace tx::train
