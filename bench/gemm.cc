@@ -5,7 +5,8 @@
 // timed alternately in the same run so that machine noise hits both alike. A third column
 // times oneDNN's matmul primitive (created once) on the same shape: the other route tx could
 // take, and the reason its 2-D GEMMs call sgemm. Last, the same shapes with bf16 operands
-// (--precision bf16) against f32, on CPUs where oneDNN has a bf16 GEMM.
+// (--precision bf16) against f32, on CPUs where oneDNN has a bf16 GEMM, after one core's peak
+// of the f32 FMA and the bf16 dot-product instructions (bench/dot_peak.h).
 #include <dnnl.h>
 #include <omp.h>
 
@@ -21,6 +22,7 @@
 
 #include "backend/registry.h"
 #include "core/rng.h"
+#include "dot_peak.h"
 
 namespace {
 
@@ -173,6 +175,16 @@ int main(int argc, char** argv) {
   // and f32 sums, against tx's f32 GEMM, alternately in the same run; the casts not counted
   // (a weight is cast once per update, an activation once per GEMM).
   const std::string missing = be->half_gemm_missing(tx::DType::bf16);
+  // What the instructions allow, one core: a bf16 GEMM can only beat an f32 one where the dot
+  // product outruns the FMA (on Intel without AMX it runs at half its rate).
+  const DotPeak peak = measure_dot_peak();
+  std::printf("\none core's peak, GFLOP/s: f32 FMA (%s) %.1f", peak.fma_width.c_str(),
+              peak.fma_gflops);
+  if (peak.bf16_gflops > 0)
+    std::printf(", bf16 dot product (VDPBF16PS) %.1f: %.2fx the FMA\n", peak.bf16_gflops,
+                peak.bf16_gflops / peak.fma_gflops);
+  else
+    std::printf("; no AVX512_BF16 dot product\n");
   std::printf("\nbf16 operands, f32 sums (--precision bf16) vs f32, GFLOP/s\n");
   if (!missing.empty()) {
     std::printf("not measured: %s\n", missing.c_str());

@@ -4,6 +4,7 @@
 #
 #   bench/precision/train.sh DATA_DIR [UPDATES=200] [DEVICE=cpu]
 #
+# PRECISIONS="fp32 bf16" runs only those (default: fp32 bf16 fp16; fp32 is the reference).
 # Each precision trains UPDATES updates from the same seed (the recipe's config, with
 # inverse-sqrt for its linear schedule, which needs the run's end: the same warm-up and peak),
 # logs every 20 updates and validates at the end. A precision the device refuses
@@ -26,7 +27,8 @@ cpu+=" (family $(grep -m1 'cpu family' /proc/cpuinfo | grep -o '[0-9]*$'), model
 if grep -q avx512_bf16 /proc/cpuinfo; then cpu+=", AVX512_BF16"; else cpu+=", no AVX512_BF16"; fi
 echo "# $cpu, $(nproc) cores, device $device, $updates updates"
 vocab="$work/vocab.spm"
-for p in fp32 bf16 fp16; do
+precisions="${PRECISIONS:-fp32 bf16 fp16}"
+for p in $precisions; do
   rm -rf "$work/$p"
   args=(--config "$root/examples/multi30k/config.json" --train-sets "$data/train.en" "$data/train.de"
         --valid-sets "$data/val.en" "$data/val.de" -m "$work/$p" --vocabs "$vocab" "$vocab"
@@ -37,7 +39,7 @@ for p in fp32 bf16 fp16; do
     echo "$p: $(grep -m1 error "$work/$p.log")"
   fi
 done
-python3 - "$work" <<'PY'
+python3 - "$work" $precisions <<'PY'
 import json, os, sys
 work = sys.argv[1]
 def read(p):
@@ -51,7 +53,7 @@ def read(p):
     return {"cost": [r["cost"] for r in train], "rate": rate,
             "ce": valid[-1]["cross-entropy"] if valid else float("nan"),
             "scale": train[-1].get("loss_scale")}
-runs = {p: read(p) for p in ("fp32", "bf16", "fp16")}
+runs = {p: read(p) for p in sys.argv[2:]}
 base = runs["fp32"]
 print("| precision | target tokens/s | vs fp32 | largest cost difference vs fp32 | valid CE | loss scale |")
 print("|---|---|---|---|---|---|")
