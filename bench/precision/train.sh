@@ -5,6 +5,8 @@
 #   bench/precision/train.sh DATA_DIR [UPDATES=200] [DEVICE=cpu]
 #
 # PRECISIONS="fp32 bf16" runs only those (default: fp32 bf16 fp16; fp32 is the reference).
+# EXTRA="..." adds tx-train flags after the recipe's, e.g. transformer-base's shape:
+#   EXTRA="--d-model 512 --d-ff 2048 --heads 8 --enc-layers 6 --dec-layers 6"
 # Each precision trains UPDATES updates from the same seed (the recipe's config, with
 # inverse-sqrt for its linear schedule, which needs the run's end: the same warm-up and peak),
 # logs every 20 updates and validates at the end. A precision the device refuses
@@ -25,7 +27,7 @@ done
 cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
 cpu+=" (family $(grep -m1 'cpu family' /proc/cpuinfo | grep -o '[0-9]*$'), model $(grep -m1 '^model\s' /proc/cpuinfo | grep -o '[0-9]*$'))"
 if grep -q avx512_bf16 /proc/cpuinfo; then cpu+=", AVX512_BF16"; else cpu+=", no AVX512_BF16"; fi
-echo "# $cpu, $(nproc) cores, device $device, $updates updates"
+echo "# $cpu, $(nproc) cores, device $device, $updates updates${EXTRA:+, $EXTRA}"
 vocab="$work/vocab.spm"
 precisions="${PRECISIONS:-fp32 bf16 fp16}"
 for p in $precisions; do
@@ -35,6 +37,8 @@ for p in $precisions; do
         --device "$device" --precision "$p" --after-updates "$updates" --after-epochs 0
         --lr-schedule inverse-sqrt
         --disp-freq 20 --valid-freq "$updates" --save-freq "$updates" --keep-last 0)
+  # shellcheck disable=SC2206  # EXTRA is a list of flags
+  args+=(${EXTRA:-})
   if ! "$bin/tx-train" "${args[@]}" 2> "$work/$p.log"; then
     echo "$p: $(grep -m1 error "$work/$p.log")"
   fi

@@ -7,7 +7,9 @@
 # EVERY output lines (default 100,000), prints: lines out, VmRSS, the peak RSS since the last
 # row and the peak since the start in MB, lines/s since the last row. The interval's peak comes
 # from resetting VmHWM after each row (`echo 5 > /proc/PID/clear_refs`); a kernel that refuses
-# the reset makes it equal the overall peak. The issue's question (docs/determinism.md's neighbour, issue 27): does RSS stay
+# the reset makes it equal the overall peak. SHUFFLE=SEED draws each line uniformly at random
+# from INPUT instead (awk's generator, seeded): a stream whose statistics do not change, so
+# that each interval sees the same mix of lengths. The issue's question (docs/determinism.md's neighbour, issue 27): does RSS stay
 # flat once the read window (--maxi-batch) is full?
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -21,12 +23,17 @@ every="${5:-100000}"
 shift $(( $# >= 5 ? 5 : 4 ))
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
-echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores; $lines lines of $(basename "$input") repeated; flags: $*"
+echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores; $lines lines of $(basename "$input") $([ -n "${SHUFFLE:-}" ] && echo "drawn at random (seed $SHUFFLE)" || echo repeated); flags: $*"
 echo "lines_out rss_mb interval_peak_mb peak_mb lines_per_s"
 # awk ends by itself after LINES lines (a `while :; do cat; done | head` loop would keep
 # spinning after head exits).
-awk -v n="$lines" -v f="$input" 'BEGIN { while (c < n) { while ((getline l < f) > 0) {
-  print l; if (++c >= n) exit } close(f) } }' |
+if [ -n "${SHUFFLE:-}" ]; then
+  awk -v n="$lines" -v seed="$SHUFFLE" '{ a[NR] = $0 } END { srand(seed)
+    for (c = 0; c < n; ++c) print a[1 + int(rand() * NR)] }' "$input"
+else
+  awk -v n="$lines" -v f="$input" 'BEGIN { while (c < n) { while ((getline l < f) > 0) {
+    print l; if (++c >= n) exit } close(f) } }'
+fi |
   "$bin/tx-translate" -m "$model" -v "$vocab" --quiet "$@" > "$out" &
 pid=$!
 # $! is the last process of the pipeline: tx-translate.
