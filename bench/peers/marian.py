@@ -33,8 +33,9 @@ Marian as exp(-i ln(10^4) / (d/2 - 1)); this gives the CTranslate2 model Marian'
 --hf-dir HF_DIR: the model as a Hugging Face MarianMTModel directory; --make-hf first writes it
 with transformers' own converter as tests/fixtures/marian/make.py does (float32, every trailing
 NUL of special:model.yml stripped, max_position_embeddings raised to 512). The converter needs
-the OPUS-MT layout (source.spm, target.spm, a *vocab.yml, decoder.yml): for a model with one
-joint vocab.spm (as `train` writes) it says so and the comparison is skipped. Then
+the OPUS-MT layout (source.spm, target.spm, a *vocab.yml, decoder.yml); a model with one
+joint vocab.spm (as `train` writes) is staged in that layout first (both .spm files copies of
+it, the .yml its pieces under their SentencePiece ids, which Marian uses). Then
 `tx-translate -m HF_DIR` (generate()'s rule, --normalize 1, at most 510 tokens + eos) against
 `model.generate` (length_penalty 1.0, early_stopping False, max_length 512), greedy and beam 5,
 on the first --hf-lines lines, in padded batches of --hf-batch (its time excludes loading).
@@ -357,23 +358,42 @@ def compare(args):
 
 # ---------------------------------------------------------------- Hugging Face
 
+def opus_layout_from_joint_spm(vocab_spm, stage):
+    """The OPUS-MT layout transformers' converter reads, made from one joint SentencePiece
+    model as `train` writes it: source.spm and target.spm are copies, the *vocab.yml lists its
+    pieces under their SentencePiece ids (the ids Marian itself uses with a .spm vocabulary), so
+    that MarianTokenizer (segment with source.spm, look each piece up) gives Marian's ids."""
+    sp = spm.SentencePieceProcessor(model_file=vocab_spm)
+    for n in ("source.spm", "target.spm"):
+        shutil.copy(vocab_spm, os.path.join(stage, n))
+    yml = os.path.join(stage, "opus.spm-spm.vocab.yml")
+    with open(yml, "w", encoding="utf-8") as f:  # JSON strings are YAML scalars
+        for i in range(sp.get_piece_size()):
+            f.write(f"{json.dumps(sp.id_to_piece(i), ensure_ascii=False)}: {i}\n")
+    with open(os.path.join(stage, "decoder.yml"), "w", encoding="utf-8") as f:
+        f.write("models:\n  - model.npz\nvocabs:\n  - opus.spm-spm.vocab.yml\n"
+                "  - opus.spm-spm.vocab.yml\nbeam-size: 5\nnormalize: 0\n")
+    return [yml]
+
+
 def make_hf(model_dir, npz, hf_dir):
     """transformers' own converter on a staged copy (it writes vocab.json into its source and
-    takes the languages from the directory's name), saved in float32 as make.py's hf-fp32."""
+    takes the languages from the directory's name), saved in float32 as make.py's hf-fp32.
+    A model with one joint vocab.spm (as `train` writes) is staged in the OPUS-MT layout first
+    (opus_layout_from_joint_spm)."""
     ymls = glob.glob(os.path.join(model_dir, "*vocab.yml"))
     dec = [p for p in (os.path.join(model_dir, "decoder.yml"), npz + ".decoder.yml")
            if os.path.exists(p)]
+    joint = os.path.join(model_dir, "vocab.spm")
     missing = [n for n in ("source.spm", "target.spm")
                if not os.path.exists(os.path.join(model_dir, n))]
     missing += [] if ymls else ["*vocab.yml"]
     missing += [] if dec else ["decoder.yml"]
-    if missing:
-        has = "a joint vocab.spm" if os.path.exists(os.path.join(model_dir, "vocab.spm")) else \
-            "other vocabularies"
+    if missing and not os.path.exists(joint):
         print(f"--make-hf: transformers' converter needs the OPUS-MT layout (source.spm, "
-              f"target.spm, a *vocab.yml and decoder.yml beside the .npz); {model_dir} has "
-              f"{has} and lacks: {', '.join(missing)}. Not converted; the Hugging Face "
-              f"comparison is skipped.")
+              f"target.spm, a *vocab.yml and decoder.yml beside the .npz) or one joint "
+              f"vocab.spm; {model_dir} lacks: {', '.join(missing)}. Not converted; the Hugging "
+              f"Face comparison is skipped.")
         return False
     if os.path.isdir(hf_dir) and os.listdir(hf_dir) and \
             not os.path.exists(os.path.join(hf_dir, "config.json")):
@@ -390,10 +410,13 @@ def make_hf(model_dir, npz, hf_dir):
     with tempfile.TemporaryDirectory() as stage:
         s = os.path.join(stage, "en-de")
         os.mkdir(s)
-        for f in ymls + [os.path.join(model_dir, n) for n in ("source.spm", "target.spm")]:
-            shutil.copy(f, s)
+        if missing:
+            opus_layout_from_joint_spm(joint, s)
+        else:
+            for f in ymls + [os.path.join(model_dir, n) for n in ("source.spm", "target.spm")]:
+                shutil.copy(f, s)
+            shutil.copy(dec[0], os.path.join(s, "decoder.yml"))
         shutil.copy(npz, os.path.join(s, "model.npz"))
-        shutil.copy(dec[0], os.path.join(s, "decoder.yml"))
         try:
             state = conv.OpusState(Path(s))
             shutil.rmtree(hf_dir, ignore_errors=True)
