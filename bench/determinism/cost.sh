@@ -7,6 +7,7 @@
 # Prints per setting the median seconds of each over ROUNDS (default 3) alternating rounds,
 # NEW / OLD, and whether the two outputs are identical. Both run with the machine's threads.
 set -euo pipefail
+. "$(cd "$(dirname "$0")" && pwd)/../common.sh"
 old="${1:?usage: $0 OLD_BIN NEW_BIN MODEL VOCAB INPUT [ROUNDS] [-- NEW_FLAGS...]}"
 new="${2:?new tx-translate}"
 model="${3:?model}"
@@ -18,9 +19,8 @@ shift $(( $# >= 6 ? 6 : 5 ))
 new_flags=("$@")
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores; $(wc -l < "$input") lines of $(basename "$input")"
+echo "# $(cpu_model), $(nproc) cores; $(wc -l < "$input") lines of $(basename "$input")"
 printf '%-14s %8s %8s %7s %s\n' setting old_s new_s new/old outputs
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 for setting in "--beam-size 5 --mini-batch 32" "--beam-size 5 --mini-batch 1" \
                "--beam-size 1 --mini-batch 32"; do
   : > "$tmp/old.t"; : > "$tmp/new.t"
@@ -31,7 +31,7 @@ for setting in "--beam-size 5 --mini-batch 32" "--beam-size 5 --mini-batch 1" \
       # shellcheck disable=SC2086  # the setting is a list of flags
       s=$(date +%s.%N)
       "$bin" -m "$model" -v "$vocab" --quiet $setting "${flags[@]}" < "$input" > "$tmp/$which.out"
-      echo "$(date +%s.%N) - $s" | bc -l >> "$tmp/$which.t"
+      seconds_since "$s" >> "$tmp/$which.t"
     done
   done
   o=$(median < "$tmp/old.t") n=$(median < "$tmp/new.t")

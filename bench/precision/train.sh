@@ -16,6 +16,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 bin="${TX_BIN:-$root/build/apps}"
+. "$here/../common.sh"
 data="${1:?usage: $0 DATA_DIR [UPDATES] [DEVICE]}"
 updates="${2:-200}"
 device="${3:-cpu}"
@@ -24,7 +25,7 @@ mkdir -p "$work"
 for f in train.en train.de val.en val.de; do
   [ -f "$data/$f" ] || { echo "train.sh: '$data/$f' is missing; give the Multi30k directory" >&2; exit 1; }
 done
-cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+cpu="$(cpu_model)"
 cpu+=" (family $(grep -m1 'cpu family' /proc/cpuinfo | grep -o '[0-9]*$'), model $(grep -m1 '^model\s' /proc/cpuinfo | grep -o '[0-9]*$'))"
 if grep -q avx512_bf16 /proc/cpuinfo; then cpu+=", AVX512_BF16"; else cpu+=", no AVX512_BF16"; fi
 echo "# $cpu, $(nproc) cores, device $device, $updates updates${EXTRA:+, $EXTRA}"

@@ -11,6 +11,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 bin="${TX_BIN:-$here/../../build/apps}"
+. "$here/../common.sh"
 model="${1:?usage: $0 MODEL VOCAB DATA_DIR [ROUNDS] [PRECISIONS]}"
 vocab="${2:?vocabulary}"
 data="${3:?Multi30k directory}"
@@ -21,8 +22,7 @@ for f in test2016.en test2016.de; do
 done
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores; $(wc -l < "$data/test2016.en") lines of test2016"
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+echo "# $(cpu_model), $(nproc) cores; $(wc -l < "$data/test2016.en") lines of test2016"
 bleu() { "$bin/tx-score" -r "$data/test2016.de" --metrics bleu --quiet < "$1" | grep -o '= [0-9.]*' | head -1 | tr -d '= '; }
 echo "| setting | precision | seconds | speed-up vs ${precisions[0]} | BLEU | lines unlike ${precisions[0]}'s |"
 echo "|---|---|---|---|---|---|"
@@ -37,7 +37,7 @@ for setting in "--beam-size 5 --mini-batch 32" "--beam-size 5 --mini-batch 1" \
            < "$data/test2016.en" > "$tmp/$p.out" 2> "$tmp/$p.err"; then
         echo "refused" > "$tmp/$p.t"; continue
       fi
-      echo "$(date +%s.%N) - $s" | bc -l >> "$tmp/$p.t"
+      seconds_since "$s" >> "$tmp/$p.t"
     done
   done
   name="$(echo "$setting" | sed 's/--beam-size /beam /; s/ --mini-batch / x /')"

@@ -12,18 +12,19 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 bin="${TX_BIN:-$root/build/apps}"
+. "$here/../common.sh"
 py="${PYTHON:-$root/bench/.venv/bin/python}"
 data="$root/../shared/data"
 model="$1" vocab="$2" work="${3:-/tmp/shortlist-bench}"
 mkdir -p "$work"
-cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+cpu="$(cpu_model)"
 echo "# $cpu, $(nproc) cores, $(git -C "$root" rev-parse --short HEAD)"
 timed() {  # timed OUT FLAGS... < input: seconds on stdout
   local out="$1" t0
   shift
   t0=$(date +%s.%N)
   "$bin/tx-translate" --quiet "$@" >"$out"
-  awk "BEGIN{printf \"%.2f\", $(date +%s.%N) - $t0}"
+  seconds_since "$t0"
 }
 bleu() { "$bin/tx-score" -r "$1" --metrics bleu --score-only --quiet <"$2"; }
 
@@ -33,7 +34,6 @@ m30k="$data/multi30k"
 # ROUNDS alternating rounds (default 3), the median of each: the machine's noise moves a run
 # by 20%.
 rounds="${ROUNDS:-3}"
-median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
 compare() {  # compare LABEL REF INPUT TABLE SHORTLISTS... (one string of tx-translate flags each first)
   local label="$1" ref="$2" input="$3" table="$4" base_flags="$5"
   shift 5

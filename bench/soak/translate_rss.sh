@@ -20,6 +20,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
+. "$here/../common.sh"
 bin="${TX_BIN:-$root/build/apps}"
 model="${1:?usage: $0 MODEL VOCAB INPUT LINES [EVERY] [flags]}"
 vocab="${2:?vocabulary}"
@@ -31,7 +32,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 mkfifo "$work/out"
 echo 0 > "$work/count"
-echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores; $lines lines of $(basename "$input") $([ -n "${SHUFFLE:-}" ] && echo "drawn at random (seed $SHUFFLE)" || echo repeated); flags: $*"
+echo "# $(cpu_model), $(nproc) cores; $lines lines of $(basename "$input") $([ -n "${SHUFFLE:-}" ] && echo "drawn at random (seed $SHUFFLE)" || echo repeated); flags: $*"
 echo "lines_out rss_mb interval_peak_mb peak_mb lines_per_s user_ms_per_line sys_ms_per_line others_pct steal_pct"
 # The counter writes the number of lines seen every 1,000 lines and at the end.
 awk -v f="$work/count" 'NR % 1000 == 0 { print NR > f; close(f) } END { print NR > f; close(f) }' \
