@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <map>
 #include <set>
@@ -186,8 +187,12 @@ class Mapper {
     check_shape(a, in, out);
     const std::vector<float> v = a.floats();
     std::vector<float> t(v.size());
-    for (int64_t i = 0; i < in; ++i)
-      for (int64_t o = 0; o < out; ++o) t[o * in + i] = v[i * out + o];
+    // In tiles, so that both sides are read and written a cache line at a time.
+    constexpr int64_t kTile = 32;
+    for (int64_t i0 = 0; i0 < in; i0 += kTile)
+      for (int64_t o0 = 0; o0 < out; o0 += kTile)
+        for (int64_t i = i0; i < std::min(in, i0 + kTile); ++i)
+          for (int64_t o = o0; o < std::min(out, o0 + kTile); ++o) t[o * in + i] = v[i * out + o];
     add(from, to, {out, in}, t);
   }
   void norm(const std::string& prefix, const std::string& suffix, const std::string& to,

@@ -4,7 +4,6 @@
 
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <limits>
 #include <memory>
 
@@ -187,10 +186,15 @@ std::vector<NpyArray> read_archive(zip_t* archive, size_t archive_bytes, const s
 }  // namespace
 
 std::vector<NpyArray> read_npz(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   TX_CHECK(in, "cannot open model '", path, "': no such file; give the path of a model.npz");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
-                             std::istreambuf_iterator<char>());
+  // One read of the whole file: a byte-by-byte stream iterator took 0.5 s of a 190 MB model.
+  const std::streamoff size = in.tellg();
+  TX_CHECK(size >= 0, "cannot read model '", path, "'; give the path of a model.npz file");
+  std::vector<uint8_t> bytes(static_cast<size_t>(size));
+  in.seekg(0);
+  TX_CHECK(bytes.empty() || in.read(reinterpret_cast<char*>(bytes.data()), size),
+           "cannot read model '", path, "': the read stopped short; is it a file being written?");
   return read_npz_bytes(bytes, str("model '", path, "'"));
 }
 
