@@ -224,6 +224,9 @@ class Mapper {
            const std::vector<float>& values) {
     used_.insert(from);
     file_.add(io::NamedTensor::from_floats(to, DType::f32, std::move(shape), values));
+    // Each array goes to one place: its bytes can go now, so that the file's arrays and tx's
+    // tensors are not both held whole.
+    std::vector<uint8_t>().swap(arrays_.at(from).data);
   }
 
   std::string where_;
