@@ -3,11 +3,13 @@
 # post-norm, tied embeddings, one joint 8k SentencePiece vocabulary, Multi30k en->de):
 # initialised by Marian, trained by tx in Marian's layout, written back as a Marian model.npz.
 #
-#   bench/peers/live_model.sh WORK [EPOCHS=14]
+#   bench/peers/live_model.sh WORK [EPOCHS=16] [LEARN_RATE=0.0008]
 #
 # 1. WORK/M: `marian.py train --init` (pymarian: the vocabulary and the initial weights, ~2 min);
-# 2. WORK/FT: tx-train from WORK/M/model.npz, the linear schedule to EPOCHS epochs (lr 6e-4,
-#    250 warm-up updates, dropout and label smoothing 0.1, 4,096 padded tokens a batch, clip 5);
+# 2. WORK/FT: tx-train from WORK/M/model.npz, the linear schedule to EPOCHS epochs (peak
+#    LEARN_RATE after 250 warm-up updates, dropout and label smoothing 0.1, 4,096 padded tokens a
+#    batch, clip 5); a run resumed with other EPOCHS or LEARN_RATE goes on from its update on the
+#    new line;
 #    started again with the same WORK it resumes from its last checkpoint, so it can span
 #    sessions (about 5.5 s an update on 2 cores, 124 updates an epoch);
 # 3. WORK/LIVE: model.npz (tx_to_marian.py, WORK/M's as the template) and vocab.spm, and the
@@ -19,13 +21,14 @@ root="$(cd "$here/../.." && pwd)"
 bin="${TX_BIN:-$root/build/apps}"
 py="${PYTHON:-$root/bench/.venv/bin/python}"
 data="${DATA:-$root/../shared/data/multi30k}"
-work="${1:?usage: $0 WORK [EPOCHS]}"
-epochs="${2:-14}"
+work="${1:?usage: $0 WORK [EPOCHS] [LEARN_RATE]}"
+epochs="${2:-16}"
+lr="${3:-0.0008}"
 mkdir -p "$work"
 [ -f "$work/M/model.npz" ] || "$py" "$here/marian.py" train "$work/M" --init
 "$bin/tx-train" --pretrained-model "$work/M/model.npz" -v "$work/M/vocab.spm" "$work/M/vocab.spm" \
   --train-sets "$data/train.en" "$data/train.de" --valid-sets "$data/val.en" "$data/val.de" \
-  -m "$work/FT" --after-epochs "$epochs" --lr-schedule linear --learn-rate 0.0006 \
+  -m "$work/FT" --after-epochs "$epochs" --lr-schedule linear --learn-rate "$lr" \
   --lr-warmup 250 --clip-norm 5 --dropout 0.1 --label-smoothing 0.1 --max-tokens 4096 \
   --valid-freq 250 --save-freq 250 --early-stopping 0 --disp-freq 50 --seed 1
 mkdir -p "$work/LIVE"
