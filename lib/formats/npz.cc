@@ -183,10 +183,6 @@ std::vector<NpyArray> read_archive(zip_t* archive, size_t archive_bytes, const s
   return arrays;
 }
 
-}  // namespace
-
-namespace {
-
 [[noreturn]] void not_a_zip(const std::string& where, const std::string& why) {
   throw Error(str(where, " is not a zip archive (", why,
                   "); a Marian model is a .npz file as marian writes it"));
