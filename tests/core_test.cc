@@ -5,12 +5,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <iostream>
 #include <set>
 #include <vector>
 
 #include "backend/registry.h"
 #include "core/allocator.h"
 #include "core/arena.h"
+#include "core/asan_poison.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "core/rng.h"
@@ -248,6 +250,51 @@ TEST_CASE("core Arena: trim gives every block back, and the next step takes one 
 }
 
 // ---- CachingAllocator ---------------------------------------------------------------------------
+
+TEST_CASE(
+    "core Arena and CachingAllocator under ASan: pooled bytes and bytes past a tensor are "
+    "unaddressable",
+    "[core]") {
+#ifndef TX_ASAN
+  std::cout << "SKIPPED: not an AddressSanitizer build (TX_SANITIZE=ON)" << std::endl;
+#else
+  auto poisoned = [](const void* p) { return __asan_address_is_poisoned(p) != 0; };
+  auto cache = std::make_shared<tx::CachingAllocator>(std::make_unique<CountingAllocator>());
+  {
+    tx::Arena arena(cache, 1 << 16);
+    Tensor a = arena.allocate({100}, DType::f32);
+    const char* pa = static_cast<const char*>(a.raw());
+    CHECK_FALSE(poisoned(pa));
+    CHECK_FALSE(poisoned(pa + 399));
+    CHECK(poisoned(pa + 400));  // past the 100 floats, inside the rounded 512 bytes
+    Tensor b = arena.allocate({10}, DType::f32);
+    CHECK(poisoned(static_cast<const char*>(b.raw()) + 40));
+    a = Tensor();  // back to the arena within the step
+    CHECK(poisoned(pa));
+    Tensor c = arena.allocate({50}, DType::f32);  // a's block again, 200 bytes of it
+    CHECK(c.raw() == pa);
+    CHECK_FALSE(poisoned(pa + 199));
+    CHECK(poisoned(pa + 200));
+    const char* pb = static_cast<const char*>(b.raw());
+    arena.reset();  // the step's tensors are gone though b and c are still held
+    CHECK(poisoned(pb));
+    CHECK(poisoned(pa));
+  }
+  void* p = cache->allocate(1000);
+  const char* q = static_cast<const char*>(p);
+  CHECK_FALSE(poisoned(q + 999));
+  CHECK(poisoned(q + 1000));
+  cache->deallocate(p, 1000);
+  CHECK(poisoned(q));  // cached: a use after free is reported
+  void* again = cache->allocate(600);
+  CHECK(again == p);
+  CHECK_FALSE(poisoned(q + 599));
+  CHECK(poisoned(q + 600));
+  cache->deallocate(again, 600);
+  cache->release_cached();  // back to the system: addressable to its next owner
+  CHECK(cache->cached_bytes() == 0);
+#endif
+}
 
 TEST_CASE("core CachingAllocator::round_size: 512-byte minimum, at most 12.5% waste", "[core]") {
   using CA = tx::CachingAllocator;

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "core/asan_poison.h"
 #include "core/error.h"
 
 namespace tx {
@@ -31,6 +32,7 @@ void* CachingAllocator::allocate(size_t bytes) {
       if (block != size) larger_.emplace(p, block);
       in_use_ += block;
       above_request_ += block - size;
+      if (host_) asan_unpoison(p, bytes);
       return p;
     }
   }
@@ -42,6 +44,7 @@ void* CachingAllocator::allocate(size_t bytes) {
     release_cached();
     p = raw_->allocate(size);
   }
+  if (host_) asan_poison(static_cast<char*>(p) + bytes, size - bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   in_use_ += size;
   ++raw_allocations_;
@@ -62,10 +65,11 @@ void CachingAllocator::deallocate(void* p, size_t bytes) {
     if (cached_ + size <= max_cached_) {
       free_[size].push_back({p, period_});
       cached_ += size;
+      if (host_) asan_poison(p, size);
       return;
     }
   }
-  raw_->deallocate(p, size);
+  give_back(p, size);
 }
 
 void CachingAllocator::discard(void* p, size_t bytes, size_t keep) {
@@ -79,10 +83,16 @@ void CachingAllocator::discard(void* p, size_t bytes, size_t keep) {
   raw_->discard(p, size, keep);
 }
 
+void CachingAllocator::give_back(void* p, size_t size) {
+  // Unpoisoned first: the system may map these addresses again for someone else.
+  if (host_) asan_unpoison(p, size);
+  raw_->deallocate(p, size);
+}
+
 void CachingAllocator::release_cached() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [size, blocks] : free_)
-    for (const Cached& c : blocks) raw_->deallocate(c.p, size);
+    for (const Cached& c : blocks) give_back(c.p, size);
   free_.clear();
   cached_ = 0;
 }
@@ -94,7 +104,7 @@ void CachingAllocator::sweep() {
     std::vector<Cached>& blocks = it->second;
     size_t stale = 0;
     while (stale < blocks.size() && blocks[stale].period < period_) ++stale;
-    for (size_t i = 0; i < stale; ++i) raw_->deallocate(blocks[i].p, it->first);
+    for (size_t i = 0; i < stale; ++i) give_back(blocks[i].p, it->first);
     cached_ -= stale * it->first;
     blocks.erase(blocks.begin(), blocks.begin() + static_cast<std::ptrdiff_t>(stale));
     it = blocks.empty() ? free_.erase(it) : std::next(it);

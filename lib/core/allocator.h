@@ -45,7 +45,8 @@ class CachingAllocator : public Allocator {
       : raw_(std::move(raw)),
         max_cached_(max_cached_bytes),
         sweep_every_(sweep_every),
-        stats_(stats_requested()) {}
+        stats_(stats_requested()),
+        host_(raw_->device().type == DeviceType::cpu) {}
   ~CachingAllocator() override { release_cached(); }
 
   void* allocate(size_t bytes) override;
@@ -71,6 +72,8 @@ class CachingAllocator : public Allocator {
     void* p;
     uint64_t period;  // the sweep period it was cached in
   };
+  // Returns a block to the raw allocator.
+  void give_back(void* p, size_t size);
   // Releases the blocks cached before the current period (under mutex_), then starts a new one.
   void sweep();
   static bool stats_requested();
@@ -87,6 +90,7 @@ class CachingAllocator : public Allocator {
   size_t in_use_ = 0, above_request_ = 0;
   uint64_t raw_allocations_ = 0;
   bool stats_ = false;
+  bool host_ = false;  // ASan sees its memory (core/asan_poison.h)
 };
 
 }  // namespace tx

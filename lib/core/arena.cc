@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/asan_poison.h"
 #include "core/error.h"
 
 namespace tx {
@@ -35,7 +36,8 @@ class Arena::Recycler : public Allocator {
 Arena::Arena(std::shared_ptr<Allocator> allocator, size_t block_bytes)
     : allocator_(std::move(allocator)),
       recycler_(std::make_shared<Recycler>(this, allocator_->device())),
-      block_bytes_(block_bytes) {}
+      block_bytes_(block_bytes),
+      host_(allocator_->device().type == DeviceType::cpu) {}
 
 Arena::~Arena() {
   recycler_->retire();
@@ -44,17 +46,24 @@ Arena::~Arena() {
 
 void Arena::recycle(void* p, size_t bytes) {
   free_[bytes].push_back(p);
+  if (host_) asan_poison(p, bytes);
+}
+
+void Arena::add_block(size_t size) {
+  blocks_.push_back({allocator_->allocate(size), size});
+  if (host_) asan_poison(blocks_.back().data, size);
 }
 
 Tensor Arena::allocate(const Shape& shape, DType dtype) {
   // Rounded as the caching allocator rounds, so that the slightly different shapes of one
   // step (source and target lengths) share recycled blocks.
-  const size_t bytes = align_up(CachingAllocator::round_size(
-      std::max<size_t>(1, static_cast<size_t>(shape.numel()) * size_of(dtype))));
+  const size_t asked = static_cast<size_t>(shape.numel()) * size_of(dtype);
+  const size_t bytes = align_up(CachingAllocator::round_size(std::max<size_t>(1, asked)));
   auto it = free_.find(bytes);
   if (it != free_.end() && !it->second.empty()) {
     void* p = it->second.back();
     it->second.pop_back();
+    if (host_) asan_unpoison(p, asked);
     return Tensor(std::make_shared<Storage>(p, bytes, recycler_->device(), recycler_), shape,
                   dtype);
   }
@@ -65,13 +74,13 @@ Tensor Arena::allocate(const Shape& shape, DType dtype) {
   if (current_ == blocks_.size()) {
     // After trim(), one block for the peak at once rather than a spill over small ones.
     const size_t want = blocks_.empty() && peak_ > 0 ? peak_ + peak_ / 8 : block_bytes_;
-    size_t size = std::max(bytes, want);
-    blocks_.push_back({allocator_->allocate(size), size});
+    add_block(std::max(bytes, want));
     offset_ = 0;
   }
   void* p = static_cast<char*>(blocks_[current_].data) + offset_;
   offset_ += bytes;
   used_ += bytes;
+  if (host_) asan_unpoison(p, asked);
   return Tensor(std::make_shared<Storage>(p, bytes, recycler_->device(), recycler_), shape, dtype);
 }
 
@@ -84,8 +93,9 @@ void Arena::reset() {
     for (Block& b : blocks_) allocator_->deallocate(b.data, b.bytes);
     blocks_.clear();
     allocator_->trim();  // a caching allocator would otherwise keep the old blocks too
-    size_t size = std::max(block_bytes_, peak_ + peak_ / 8);
-    blocks_.push_back({allocator_->allocate(size), size});
+    add_block(std::max(block_bytes_, peak_ + peak_ / 8));
+  } else if (host_) {
+    for (const Block& b : blocks_) asan_poison(b.data, b.bytes);  // the step's tensors are gone
   }
   current_ = 0;
   offset_ = 0;

@@ -41,6 +41,7 @@ class Arena {
     size_t bytes;
   };
   void recycle(void* p, size_t bytes);
+  void add_block(size_t size);
 
   std::shared_ptr<Allocator> allocator_;
   std::shared_ptr<Recycler> recycler_;         // owner of this step's tensors
@@ -50,7 +51,8 @@ class Arena {
   size_t current_ = 0;  // index of the block being filled
   size_t offset_ = 0;   // bytes used in that block
   size_t used_ = 0;
-  size_t peak_ = 0;  // the most bytes any step has used
+  size_t peak_ = 0;    // the most bytes any step has used
+  bool host_ = false;  // ASan sees its memory (core/asan_poison.h)
 };
 
 }  // namespace tx
