@@ -2,6 +2,7 @@
 #include "train/trainer.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -120,6 +121,43 @@ TEMPLATE_TEST_CASE("trainer: --lr-schedule linear reaches its floor at the run's
   }
 }
 
+TEMPLATE_TEST_CASE(
+    "trainer: the log's gNorm is the norm before clipping, and counts clipped updates", "[trainer]",
+    TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  // update -> (grad_norm, clipped_updates), one line per update
+  auto run = [&](float clip_norm) {
+    TempDir dir;
+    TrainerOptions o = tiny_options(dir);
+    o.adam.clip_norm = clip_norm;
+    o.after_updates = 4;
+    o.disp_freq = 1;
+    Trainer(*be, o).run();
+    std::map<int64_t, std::pair<double, int64_t>> logged;
+    std::ifstream in(Trainer::log_path(o.model_dir));
+    for (std::string line; std::getline(in, line);) {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      if (j["type"] == "train")
+        logged[j["update"].get<int64_t>()] = {j["grad_norm"].get<double>(),
+                                              j["clipped_updates"].get<int64_t>()};
+    }
+    return logged;
+  };
+  const auto free = run(0.0f), clipped = run(1e-4f);
+  REQUIRE(free.size() == 4);
+  REQUIRE(clipped.size() == 4);
+  for (const auto& [update, norm] : free) {
+    INFO("update " << update);
+    CHECK(std::isfinite(norm.first));
+    CHECK(norm.first > 1e-3);
+    CHECK(norm.second == 0);
+    CHECK(clipped.at(update).second == 1);
+    CHECK(clipped.at(update).first > 1e-4);
+  }
+  // The same weights and batch at the first update: the norm is taken before clipping.
+  CHECK(clipped.at(1).first == Approx(free.at(1).first).epsilon(1e-6));
+}
+
 TEMPLATE_TEST_CASE("trainer: N updates, stop, resume N = 2N straight, bit for bit", "[trainer]",
                    TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);
@@ -236,7 +274,8 @@ TEST_CASE("tx-train: a bad flag exits 2, a tiny run exits 0 and logs on stderr",
   CHECK(ok.status == 0);
   CHECK(ok.out.empty());
   CHECK(ok.err.find("Ep. 1 : Up. 2 : Sen. ") != std::string::npos);
-  CHECK(ok.err.find(" words/s : L.r. 1.0e-03") != std::string::npos);
+  CHECK(ok.err.find(" words/s : gNorm ") != std::string::npos);
+  CHECK(ok.err.find(" : L.r. 1.0e-03") != std::string::npos);
   CHECK(std::filesystem::exists(dir.file("m/model.safetensors")));
   CHECK(count_lines(dir.file("m/train.log.jsonl")) == 2);
 }

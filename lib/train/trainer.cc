@@ -132,7 +132,8 @@ void set_up_sampling(data::Batcher& batcher, const TrainerOptions& o, const RunI
 // The figures of the updates since the last log line.
 struct DisplaySpan {
   double cost = 0, reduce_secs = 0;
-  int64_t words = 0, updates = 0;
+  double grad_norms = 0;  // summed over the updates that were applied
+  int64_t words = 0, updates = 0, applied = 0, clipped = 0;
   Clock::time_point start = Clock::now();
 
   double seconds() const { return std::chrono::duration<double>(Clock::now() - start).count(); }
@@ -168,13 +169,17 @@ void log_span(const DisplaySpan& span, int64_t epoch, int64_t update, int64_t se
   const double secs = span.seconds();
   const double cost = span.cost / double(std::max<int64_t>(span.words, 1));
   const double wps = secs > 0 ? double(span.words) / secs : 0;
+  // Marian's gNorm: the mean global gradient norm (per target token, before clipping).
+  const double grad_norm = span.grad_norms / double(std::max<int64_t>(span.applied, 1));
   if (!quiet)
     log("Ep. ", epoch, " : Up. ", grouped(update), " : Sen. ", grouped(sentences), " : Cost ",
         fixed(cost, 2), " : Time ", fixed(secs, 1), "s : ", grouped(int64_t(std::llround(wps))),
-        " words/s : L.r. ", scientific(lr));
-  nlohmann::json j = {{"type", "train"},        {"epoch", epoch}, {"update", update},
-                      {"sentences", sentences}, {"cost", cost},   {"time_s", secs},
-                      {"words_per_s", wps},     {"lr", lr}};
+        " words/s : gNorm ", fixed(grad_norm, 4), " : L.r. ", scientific(lr));
+  nlohmann::json j = {{"type", "train"},        {"epoch", epoch},
+                      {"update", update},       {"sentences", sentences},
+                      {"cost", cost},           {"time_s", secs},
+                      {"words_per_s", wps},     {"lr", lr},
+                      {"grad_norm", grad_norm}, {"clipped_updates", span.clipped}};
   // Seconds in the gradient all-reduce, waiting for the slowest process included.
   if (world.size() > 1) j["allreduce_s"] = span.reduce_secs;
   if (scaler.enabled()) j["loss_scale"] = scaler.scale();
@@ -423,7 +428,12 @@ TrainerResult Trainer::run() {
     span.reduce_secs += update.reduce_secs;
     ++state.update;
     ++span.updates;
-    if (!info.skipped) smoothing.update(state.update - 1, update.tokens);
+    if (!info.skipped) {
+      smoothing.update(state.update - 1, update.tokens);
+      span.grad_norms += info.grad_norm;
+      ++span.applied;
+    }
+    if (info.clipped) ++span.clipped;
     if (info.skipped && !quiet) {
       if (scaler.enabled())
         log("update ", grouped(state.update), ": fp16 gradients overflowed at loss scale ",
