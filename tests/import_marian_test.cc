@@ -290,11 +290,12 @@ TEST_CASE("Hugging Face model: teacher-forced log-probs equal transformers'", "[
   for (const char* dir : {"hf-fp32", "hf"}) {
     INFO("model " << dir);
     const std::string base = fixture(std::string("opus-mt/") + dir);
-    const tx::formats::ModelFile file = tx::formats::read_model_file(base);
+    tx::formats::ModelFile file = tx::formats::read_model_file(base);
     REQUIRE(file.format == tx::formats::Format::huggingface);
     tx::nn::ParameterSet params;
     const tx::nn::Transformer model(tx::nn::ParamScope::for_loading(*be, params), file.config);
-    tx::nn::load_parameters(file.params, *be, params, base);
+    tx::nn::load_parameters(std::move(file.params), *be, params, base);
+    CHECK(file.params.tensors.empty());  // consumed: not held beside the parameters
     // The source ids as MarianTokenizer makes them (pieces numbered by vocab.json, then eos).
     const tx::data::Vocab vocab =
         tx::data::Vocab::pieces(base + "/source.spm", base + "/vocab.json");

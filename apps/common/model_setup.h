@@ -77,7 +77,7 @@ class LoadedModel {
     if (file.format == formats::Format::tx)
       train::load_model(path, backend, config_, params_);
     else
-      nn::load_parameters(file.params, backend, params_, str("model '", path, "'"));
+      nn::load_parameters(std::move(file.params), backend, params_, str("model '", path, "'"));
     const DType precision = checked_precision(options, backend);
     model_.prepare_inference(backend, options.flag("int8")       ? ops::WeightForm::int8
                                       : precision == DType::bf16 ? ops::WeightForm::bf16

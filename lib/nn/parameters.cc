@@ -1,5 +1,9 @@
 #include "nn/parameters.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 namespace tx::nn {
 
 Var ParameterSet::add(const std::string& name, Tensor value) {
@@ -49,7 +53,7 @@ Tensor ParameterSet::make_contiguous(Backend& be) {
   return flat;
 }
 
-void load_parameters(const io::TensorFile& file, Backend& be, const ParameterSet& params,
+void load_parameters(io::TensorFile&& file, Backend& be, const ParameterSet& params,
                      const std::string& where) {
   for (const auto& [name, var] : params.items()) {
     const io::NamedTensor* t = file.find(name);
@@ -61,15 +65,22 @@ void load_parameters(const io::TensorFile& file, Backend& be, const ParameterSet
   for (const io::NamedTensor& t : file.tensors)
     TX_CHECK(params.contains(t.name), where, " has a tensor '", t.name,
              "' that the model does not have");
-  for (const auto& [name, var] : params.items()) {
-    const io::NamedTensor& t = file.get(name);
+  for (io::NamedTensor& t : file.tensors) {
+    const Tensor& value = params.get(t.name)->value;
     if (t.dtype == DType::f32) {
-      be.copy_from_host(t.data.data(), var->value);
+      be.copy_from_host(t.data.data(), value);
     } else {
       const std::vector<float> wide = t.to_floats();
-      be.copy_from_host(wide.data(), var->value);
+      be.copy_from_host(wide.data(), value);
     }
+    std::vector<uint8_t>().swap(t.data);
   }
+  file = io::TensorFile();
+#ifdef __GLIBC__
+  // The file's arrays lay in glibc's heap, which keeps freed memory resident: give it back
+  // before the model's next copies (inference's packed weights) raise the peak above it.
+  malloc_trim(0);
+#endif
 }
 
 }  // namespace tx::nn

@@ -45,11 +45,12 @@ class ParameterSet {
   std::unordered_map<std::string, size_t> index_;
 };
 
-// Copies `file`'s tensors into the parameters of the same names (an imported model's, already
-// in tx's names and layouts). Checks every name and shape first, so a mismatch changes
-// nothing; a parameter missing from the file or a tensor the model lacks is an error naming it
-// and `where`.
-void load_parameters(const io::TensorFile& file, Backend& be, const ParameterSet& params,
+// Moves `file`'s tensors into the parameters of the same names (an imported model's, already
+// in tx's names and layouts), freeing each tensor's bytes once it is on the device, so that the
+// file and the parameters are not both held whole. Checks every name and shape first, so a
+// mismatch changes nothing (and leaves the file whole); a parameter missing from the file or a
+// tensor the model lacks is an error naming it and `where`.
+void load_parameters(io::TensorFile&& file, Backend& be, const ParameterSet& params,
                      const std::string& where);
 
 }  // namespace tx::nn

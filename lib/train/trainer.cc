@@ -282,7 +282,7 @@ TrainerResult Trainer::run() {
   // ---- set-up: inputs, the model, the optimiser, the step -------------------------------------
   check_run_options(o);
   const bool validate_on = !o.valid_src.empty() || !o.valid_tgt.empty();
-  const RunInputs in = read_run_inputs(o, world, writer, quiet);
+  RunInputs in = read_run_inputs(o, world, writer, quiet);
   const io::ModelConfig& config = in.config;
   data::BatcherOptions batcher_options;
   batcher_options.ids = data::special_ids(config);
@@ -343,11 +343,13 @@ TrainerResult Trainer::run() {
     if (in.pretrained.format == formats::Format::tx)
       load_model(o.pretrained_model, be_, config, params);
     else
-      nn::load_parameters(in.pretrained.params, be_, params,
+      nn::load_parameters(std::move(in.pretrained.params), be_, params,
                           str("model '", o.pretrained_model, "'"));
     if (!quiet)
       log("starting from ", formats::name_of(in.pretrained.format), " model ", o.pretrained_model);
   }
+  // A resumed run takes its weights from the checkpoint: the imported ones need not stay.
+  in.pretrained.params = io::TensorFile();
   if (fs::exists(ckpt, ec)) {
     state = load_checkpoint(ckpt, be_, config, params, adam);
     TX_CHECK(state.data_position.size() == 3, "checkpoint '", ckpt,
