@@ -376,19 +376,39 @@ TEMPLATE_TEST_CASE("transformer: forward is decode of encode and has the logits 
 TEMPLATE_TEST_CASE("transformer loss backward: finite differences for every kind of parameter",
                    "[nn][transformer][gradcheck]", TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);
+  using tx::io::Activation;
+  using tx::io::Positions;
   struct Variant {
     const char* name;
     TiedEmbeddings tied;
     bool pre_norm;
+    // The imported models' variants (docs/models.md): Marian's and OPUS-MT's swish with an
+    // output bias, unscaled embeddings with their own LayerNorm, each position layout.
+    Activation activation = Activation::relu;
+    bool output_bias = false, embed_norm = false, embed_scale = true;
+    Positions positions = Positions::interleaved;
   };
-  const Variant variants[] = {{"untied, post-norm", TiedEmbeddings::none, false},
-                              {"decoder tied, post-norm", TiedEmbeddings::decoder, false},
-                              {"all tied, pre-norm", TiedEmbeddings::all, true}};
+  const Variant variants[] = {
+      {"untied, post-norm", TiedEmbeddings::none, false},
+      {"decoder tied, post-norm", TiedEmbeddings::decoder, false},
+      {"all tied, pre-norm", TiedEmbeddings::all, true},
+      {"Marian post-norm: all tied, swish, output bias, [sin | cos]", TiedEmbeddings::all, false,
+       Activation::swish, true, false, true, Positions::halves},
+      {"Marian pre-norm: decoder tied, embedding norm, unscaled", TiedEmbeddings::decoder, true,
+       Activation::swish, false, true, false, Positions::halves},
+      {"Hugging Face: untied, output bias, its halves", TiedEmbeddings::none, false,
+       Activation::swish, true, false, false, Positions::halves_hf}};
   for (const Variant& v : variants) {
     DYNAMIC_SECTION(v.name) {
       tx::Rng rng(30);
       ParameterSet params;
-      Transformer model(ParamScope(*be, params, rng), tiny_config(v.tied, v.pre_norm));
+      ModelConfig config = tiny_config(v.tied, v.pre_norm);
+      config.activation = v.activation;
+      config.output_bias = v.output_bias;
+      config.embed_norm = v.embed_norm;
+      config.embed_scale = v.embed_scale;
+      config.positions = v.positions;
+      Transformer model(ParamScope(*be, params, rng), config);
       perturb_params(*be, params, rng);
       Batch b = tiny_batch(rng, 11, {5, 3}, {4, 2}, 5, 4);
       Tensor src = be->upload(b.src, {b.B, b.S}), len = be->upload(b.src_len, {b.B});
