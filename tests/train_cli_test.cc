@@ -28,6 +28,7 @@ Run tx_average(const TempDir& dir, const std::string& args) {
   return tx::test::run_program(dir, TX_AVERAGE_BIN, args);
 }
 
+using tx::test::checkpoint_update;
 using tx::test::tensors;
 using tx::test::tiny_flags;
 using tx::test::update_of;
@@ -173,6 +174,43 @@ TEST_CASE("tx-train: an update whose gradient norm is not finite is skipped with
     INFO(name);
     for (float x : values) REQUIRE(std::isfinite(x));
   }
+}
+
+TEST_CASE("tx-train: SIGTERM on a run of 2 threads stops after the update, saves, exits 0",
+          "[train_cli]") {
+  TempDir dir;
+  // The signal reaches tx-train's own catcher thread (the computing threads block it,
+  // train/stop_signals.h); without one it would wait pending and the run never stop.
+  std::string flags = tiny_flags(dir, "s");
+  flags.replace(flags.find(" --quiet"), 8, "");
+  flags.replace(flags.find("--cpu-threads 1"), 15, "--cpu-threads 2");
+  const std::string log = dir.file("s/train.log.jsonl");
+  tx::test::write_file(dir.file("run.sh"),
+                       std::string(TX_TRAIN_BIN) + " " + flags +
+                           " --after-updates 1000000 --save-freq 1000000 2>" + dir.file("stderr") +
+                           " &\n"
+                           "tx=$!\n"
+                           "for i in $(seq 600); do [ -s " +
+                           log +
+                           " ] && break; sleep 0.1; done\n"
+                           "kill -TERM $tx\n"
+                           "for i in $(seq 600); do kill -0 $tx 2>/dev/null || break; sleep 0.1; "
+                           "done\n"
+                           "kill -0 $tx 2>/dev/null && { kill -KILL $tx; echo hung > " +
+                           dir.file("result") +
+                           "; exit 0; }\n"
+                           "wait $tx\n"
+                           "echo $? > " +
+                           dir.file("result") + "\n");
+  const int raw = std::system(("bash " + dir.file("run.sh")).c_str());
+  REQUIRE(WIFEXITED(raw));
+  const std::string err = tx::test::slurp(dir.file("stderr"));
+  INFO(err);
+  CHECK(tx::test::slurp(dir.file("result")) == "0\n");
+  CHECK(err.find("stopping on signal 15: saving a checkpoint") != std::string::npos);
+  const int64_t at = checkpoint_update(dir.file("s/checkpoint.safetensors"));
+  CHECK(at > 0);
+  CHECK(update_of(dir.file("s/model.safetensors")) == std::to_string(at));
 }
 
 TEST_CASE("options: one name and one meaning across programs", "[train_cli]") {

@@ -69,6 +69,12 @@ CpuBackend::CpuBackend(const BackendOptions& options)
 
 CpuBackend::~CpuBackend() = default;
 
+void CpuBackend::on_every_thread(const std::function<void()>& fn) {
+  // libgomp keeps its team's threads between regions, and oneDNN runs on the same team.
+#pragma omp parallel num_threads(threads_)
+  fn();
+}
+
 void CpuBackend::copy_from_host_impl(const void* src, const Tensor& dst) {
   std::memcpy(dst.raw(), src, dst.nbytes());
 }

@@ -20,6 +20,7 @@ class CpuBackend : public Backend {
   Device device() const override { return Device{DeviceType::cpu, 0}; }
   std::shared_ptr<Allocator> allocator() const override { return allocator_; }
   void synchronize() override {}
+  void on_every_thread(const std::function<void()>& fn) override;
   int threads() const { return threads_; }
   std::string half_gemm_missing(DType dtype) const override;
 

@@ -53,6 +53,10 @@ class Backend {
   virtual std::shared_ptr<Allocator> allocator() const = 0;
   // Waits until every operator issued so far has finished.
   virtual void synchronize() = 0;
+  // Runs fn once on each host thread that runs this backend's operators (the CPU backend's
+  // OpenMP team, its calling thread included; elsewhere the calling thread alone): for
+  // per-thread state such as a signal mask (train/stop_signals.h).
+  virtual void on_every_thread(const std::function<void()>& fn) { fn(); }
 
   // ---- memory --------------------------------------------------------------------------------
   Tensor empty(const Shape& shape, DType dtype = DType::f32) const;

@@ -32,6 +32,7 @@
 #include "train/run_files.h"
 #include "train/run_inputs.h"
 #include "train/run_schedule.h"
+#include "train/stop_signals.h"
 #include "train/training_state.h"
 #include "train/update_step.h"
 #include "train/validation.h"
@@ -41,35 +42,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-volatile std::sig_atomic_t g_stop_signal = 0;
-extern "C" void on_stop_signal(int signal) {
-  g_stop_signal = signal;
-}
-
-// Installs the SIGINT/SIGTERM handlers for the scope of a run and puts the old ones back.
-class StopSignals {
- public:
-  explicit StopSignals(bool on) : on_(on) {
-    if (!on_) return;
-    g_stop_signal = 0;
-    struct sigaction sa = {};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~StopSignals() {
-    if (!on_) return;
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  bool stop_requested() const { return on_ && g_stop_signal != 0; }
-
- private:
-  bool on_;
-  struct sigaction old_int_ = {}, old_term_ = {};
-};
 
 std::string scientific(double v) {
   char buf[64];
@@ -395,7 +367,7 @@ TrainerResult Trainer::run() {
   if (result.resumed) files.catch_up_models(state.update, quiet);
 
   // ---- the loop ---------------------------------------------------------------------------------
-  StopSignals signals(o.handle_signals);
+  StopSignals signals(be_, o.handle_signals);
   data::Batch batch;
   // TX_PROFILE=1: each log line also says how much of its span went to GEMMs (a diagnostic for
   // bench/peers/train.py; GEMMs are synchronised, so a GPU loses its overlap).
@@ -469,8 +441,8 @@ TrainerResult Trainer::run() {
     if (o.after_update) o.after_update(state.update);
     if (ranks > 1 ? update.stop : signals.stop_requested()) {
       if (!quiet)
-        log(g_stop_signal ? str("stopping on signal ", int(g_stop_signal))
-                          : std::string("stopping on a signal to another process"),
+        log(signals.signal() ? str("stopping on signal ", signals.signal())
+                             : std::string("stopping on a signal to another process"),
             ": saving a checkpoint");
       result.interrupted = true;
       done = true;

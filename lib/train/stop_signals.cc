@@ -1,0 +1,70 @@
+#include "train/stop_signals.h"
+
+#include <pthread.h>
+
+namespace tx::train {
+namespace {
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void on_stop_signal(int signal) {
+  g_stop_signal = signal;
+}
+
+sigset_t stop_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+}  // namespace
+
+StopSignals::StopSignals(Backend& be, bool on) : be_(be), on_(on) {
+  if (!on_) return;
+  g_stop_signal = 0;
+  const sigset_t set = stop_set();
+  // The calling thread first: threads it creates from now on inherit the mask.
+  pthread_sigmask(SIG_BLOCK, &set, &old_mask_);
+  be_.on_every_thread([&set] { pthread_sigmask(SIG_BLOCK, &set, nullptr); });
+  struct sigaction sa = {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int_);
+  sigaction(SIGTERM, &sa, &old_term_);
+  // The one thread that takes them: it runs no kernel, so the handler's frame lands on a stack.
+  catcher_ = std::thread([this, set] {
+    pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+    std::unique_lock<std::mutex> lock(mutex_);
+    wake_.wait(lock, [this] { return done_; });
+  });
+}
+
+StopSignals::~StopSignals() {
+  if (!on_) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_ = true;
+  }
+  wake_.notify_one();
+  catcher_.join();
+  sigaction(SIGINT, &old_int_, nullptr);
+  sigaction(SIGTERM, &old_term_, nullptr);
+  // Unblock on the team what the caller had unblocked; a signal that came after the catcher
+  // left is delivered now, to the handlers the caller had.
+  sigset_t unblock = stop_set();
+  if (sigismember(&old_mask_, SIGINT)) sigdelset(&unblock, SIGINT);
+  if (sigismember(&old_mask_, SIGTERM)) sigdelset(&unblock, SIGTERM);
+  be_.on_every_thread([&unblock] { pthread_sigmask(SIG_UNBLOCK, &unblock, nullptr); });
+  pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+}
+
+bool StopSignals::stop_requested() const {
+  return on_ && g_stop_signal != 0;
+}
+
+int StopSignals::signal() const {
+  return on_ ? int(g_stop_signal) : 0;
+}
+
+}  // namespace tx::train
