@@ -1,10 +1,10 @@
 // StopSignals: SIGINT and SIGTERM ask a training run to stop after its update, for its scope.
 //
 // The signals are blocked on every thread that runs the backend's operators and taken by one
-// idle thread of this class. A signal handled on a compute thread can corrupt the heap: some
-// of oneDNN's JIT sgemm kernels (jit_avx512_common_gemm_f32 and its AVX2 sibling, oneDNN
-// fixed after 3.11; Debian 12 ships 2.6) point rsp into their heap workspace, and the kernel writes
-// the signal frame there (oneDNN issue #4845; glibc then aborts at a later free).
+// idle thread of this class. A signal handled on a computing thread can corrupt the heap:
+// oneDNN's JIT sgemm kernels (jit_avx512_common_gemm_f32 and the AVX2 one) point rsp into their
+// heap workspace while they run, and the kernel writes the signal frame there (oneDNN issue
+// #4845, fixed after 3.11; Debian 12 ships 2.6). glibc then aborts at a later free().
 #pragma once
 
 #include <condition_variable>
