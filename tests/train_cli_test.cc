@@ -1,6 +1,7 @@
 // tx-train and tx-average through the real binaries: --dry-run parameter counts, --keep-last
 // snapshots averaged by tx-average --last, the model file repaired from the checkpoint after a
 // crash between the two renames, non-finite updates skipped, and the shared option names.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
@@ -211,6 +212,44 @@ TEST_CASE("tx-train: SIGTERM on a run of 2 threads stops after the update, saves
   const int64_t at = checkpoint_update(dir.file("s/checkpoint.safetensors"));
   CHECK(at > 0);
   CHECK(update_of(dir.file("s/model.safetensors")) == std::to_string(at));
+}
+
+TEST_CASE("tx-train from scratch on a Marian vocabulary trains a model in Marian's ids",
+          "[train_cli]") {
+  TempDir dir;
+  // pymarian's SentencePiece model (</s> 0, <unk> 1, no pad or bos), as `marian -v` takes it.
+  const std::string spm =
+      std::string(TX_SOURCE_DIR) + "/tests/fixtures/marian/post-relu-tiedall/vocab.spm";
+  std::string flags = tiny_flags(dir, "mar");
+  flags.replace(flags.find(" --dim-vocabs 30"), 16, "");
+  flags.replace(flags.find(" --quiet"), 8, "");
+  Run r = tx_train(dir, flags + " -v " + spm + " " + spm +
+                            " --ffn-activation swish --positions halves --output-bias"
+                            " --after-updates 2");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.err.find("has Marian's special ids (eos 0, unk 1, no pad or bos)") != std::string::npos);
+  const tx::io::ModelConfig c = tx::train::read_model_config(dir.file("mar/model.safetensors"));
+  CHECK(c.eos_id == 0);
+  CHECK(c.unk_id == 1);
+  CHECK(c.pad_id == -1);
+  CHECK(c.bos_id == -1);
+  CHECK(c.decoder_start_id == -1);
+  // tx-translate finds the vocabulary through the model file, as for an imported Marian model.
+  tx::test::write_file(dir.file("in.txt"), "a b c\nd e\n");
+  Run t = tx::test::run_program(dir, TX_TRANSLATE_BIN,
+                                "-m " + dir.file("mar/model.safetensors") +
+                                    " --max-length-factor 1 --quiet < " + dir.file("in.txt"));
+  INFO(t.err);
+  CHECK(t.status == 0);
+  CHECK(std::count(t.out.begin(), t.out.end(), '\n') == 2);
+  // A tx vocabulary beside a Marian one is refused by name.
+  REQUIRE(tx_train(dir, tiny_flags(dir, "t") + " --after-updates 1").status == 0);
+  Run mixed = tx_train(dir, tiny_flags(dir, "mix") + " --tied-embeddings none -v " +
+                                dir.file("t/vocab.spm") + " " + spm + " --after-updates 1");
+  INFO(mixed.err);
+  CHECK(mixed.status != 0);
+  CHECK(mixed.err.find("number their special pieces differently") != std::string::npos);
 }
 
 TEST_CASE("options: one name and one meaning across programs", "[train_cli]") {

@@ -20,6 +20,18 @@ void require_file(const std::string& path, const std::string& what) {
   check_readable_file(path, what);
 }
 
+// Whether the SentencePiece model at `path` has Marian's layout: no pad and no bos (Marian's
+// spm vocabularies: </s> 0, <unk> 1). A fresh run then trains a model in Marian's ids, as
+// marian does with that file. Other layouts than tx's and Marian's stay refused (data::Vocab).
+bool marian_layout(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec) || path.size() < 4 ||
+      path.compare(path.size() - 4, 4, ".spm") != 0)
+    return false;
+  const data::Vocab v = data::Vocab::marian(path);
+  return v.pad_id() < 0 && v.bos_id() < 0 && v.eos_id() >= 0 && v.unk_id() >= 0;
+}
+
 // The vocabulary at `path`, trained there from `inputs` first when the file does not exist
 // and `may_train` (rank 0 of a data-parallel run trains it; the others read its file).
 data::Vocab vocab_at(const std::string& path, const std::vector<std::string>& inputs,
@@ -46,6 +58,7 @@ data::Vocab vocab_at(const std::string& path, const std::vector<std::string>& in
       log("trained vocabulary ", r.model_path, ": ", grouped(r.size), " pieces from ",
           grouped(r.sampled), " lines");
   }
+  if (marian_layout(path)) return data::Vocab::marian(path);
   return data::Vocab(path);
 }
 
@@ -134,6 +147,13 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
     if (!writer) load_vocabs();
   }
   const data::Vocab& tgt_vocab = tgt_vocab_own ? *tgt_vocab_own : *src_vocab;
+  // A fresh run on Marian-layout vocabularies (vocab_at): the model takes Marian's ids.
+  const bool marian_ids = o.pretrained_model.empty() && marian_layout(src_vocab_path);
+  if (o.pretrained_model.empty())
+    TX_CHECK(marian_ids == marian_layout(tgt_vocab_path), "the vocabularies '", src_vocab_path,
+             "' and '", tgt_vocab_path,
+             "' number their special pieces differently (one tx's, one Marian's); give two "
+             "of one kind");
 
   // ---- model config -------------------------------------------------------------------------
   io::ModelConfig& config = in.config;
@@ -156,6 +176,21 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
         src_vocab->size(), " and ", tgt_vocab.size(), " pieces but the model '", o.pretrained_model,
         "' has ", config.src_vocab_size, " and ", config.tgt_vocab_size,
         "; give the vocabularies the model was trained with (--vocabs)");
+  }
+  if (marian_ids) {
+    // Marian's: eos and unk from the vocabularies, no pad or bos, decoding from a zero vector.
+    config.pad_id = -1;
+    config.bos_id = -1;
+    config.decoder_start_id = -1;
+    formats::adopt_marian_ids(config, *src_vocab, tgt_vocab, "the run");
+    formats::VocabFiles files;
+    files.kind = formats::VocabKind::marian;
+    files.paths = {fs::absolute(src_vocab_path).string(), fs::absolute(tgt_vocab_path).string()};
+    model_meta[formats::kVocabsKey] = formats::vocab_files_json(files);
+    if (!quiet)
+      log("vocabulary ", src_vocab_path, " has Marian's special ids (eos ", tgt_vocab.eos_id(),
+          ", unk ", tgt_vocab.unk_id(),
+          ", no pad or bos): the model takes them and starts decoding from a zero vector");
   }
   config.src_vocab_size = src_vocab->size();
   config.tgt_vocab_size = tgt_vocab.size();
