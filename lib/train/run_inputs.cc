@@ -20,15 +20,10 @@ void require_file(const std::string& path, const std::string& what) {
   check_readable_file(path, what);
 }
 
-// Whether the SentencePiece model at `path` has Marian's layout: no pad and no bos (Marian's
-// spm vocabularies: </s> 0, <unk> 1). A fresh run then trains a model in Marian's ids, as
-// marian does with that file. Other layouts than tx's and Marian's stay refused (data::Vocab).
-bool marian_layout(const std::string& path) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec) || path.size() < 4 ||
-      path.compare(path.size() - 4, 4, ".spm") != 0)
-    return false;
-  const data::Vocab v = data::Vocab::marian(path);
+// Whether a vocabulary numbers its pieces as Marian's SentencePiece models do: no pad and no
+// bos (</s> 0, <unk> 1 as marian makes them). A fresh run then trains a model in Marian's ids,
+// as marian does with that file. Other layouts than tx's and Marian's stay refused (data::Vocab).
+bool marian_numbering(const data::Vocab& v) {
   return v.pad_id() < 0 && v.bos_id() < 0 && v.eos_id() >= 0 && v.unk_id() >= 0;
 }
 
@@ -58,7 +53,10 @@ data::Vocab vocab_at(const std::string& path, const std::vector<std::string>& in
       log("trained vocabulary ", r.model_path, ": ", grouped(r.size), " pieces from ",
           grouped(r.sampled), " lines");
   }
-  if (marian_layout(path)) return data::Vocab::marian(path);
+  if (path.size() > 4 && path.compare(path.size() - 4, 4, ".spm") == 0) {
+    data::Vocab v = data::Vocab::marian(path);  // the file's own ids, whatever they are
+    if (marian_numbering(v)) return v;
+  }
   return data::Vocab(path);
 }
 
@@ -148,9 +146,9 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
   }
   const data::Vocab& tgt_vocab = tgt_vocab_own ? *tgt_vocab_own : *src_vocab;
   // A fresh run on Marian-layout vocabularies (vocab_at): the model takes Marian's ids.
-  const bool marian_ids = o.pretrained_model.empty() && marian_layout(src_vocab_path);
+  const bool marian_ids = o.pretrained_model.empty() && marian_numbering(*src_vocab);
   if (o.pretrained_model.empty())
-    TX_CHECK(marian_ids == marian_layout(tgt_vocab_path), "the vocabularies '", src_vocab_path,
+    TX_CHECK(marian_ids == marian_numbering(tgt_vocab), "the vocabularies '", src_vocab_path,
              "' and '", tgt_vocab_path,
              "' number their special pieces differently (one tx's, one Marian's); give two "
              "of one kind");
