@@ -7,9 +7,11 @@
 #
 # 1. WORK/M: `marian.py train --init` (pymarian: the vocabulary and the initial weights, ~2 min);
 # 2. WORK/FT: tx-train from WORK/M/model.npz, the linear schedule to EPOCHS epochs (peak
-#    LEARN_RATE after 250 warm-up updates, dropout and label smoothing 0.1, 4,096 padded tokens a
-#    batch, clip 5); a run resumed with other EPOCHS or LEARN_RATE goes on from its update on the
-#    new line;
+#    LEARN_RATE after WARMUP (800) warm-up updates, DROPOUT 0.3, ATTENTION_DROPOUT and
+#    RELU_DROPOUT 0.1, label smoothing 0.1, 4,096 padded tokens a batch, clip 5); a run resumed
+#    with other EPOCHS or LEARN_RATE goes on from its update on the new line. (The first run,
+#    at dropout 0.1 with no attention or ReLU dropout and 250 warm-up updates, overfitted:
+#    README.md);
 #    started again with the same WORK it resumes from its last checkpoint, so it can span
 #    sessions (about 5.5 s an update on 2 cores, 124 updates an epoch);
 # 3. WORK/LIVE: model.npz (tx_to_marian.py, WORK/M's as the template) and vocab.spm, and the
@@ -29,8 +31,9 @@ mkdir -p "$work"
 "$bin/tx-train" --pretrained-model "$work/M/model.npz" -v "$work/M/vocab.spm" "$work/M/vocab.spm" \
   --train-sets "$data/train.en" "$data/train.de" --valid-sets "$data/val.en" "$data/val.de" \
   -m "$work/FT" --after-epochs "$epochs" --lr-schedule linear --learn-rate "$lr" \
-  --lr-warmup 250 --clip-norm 5 --dropout 0.1 --label-smoothing 0.1 --max-tokens 4096 \
-  --valid-freq 250 --save-freq 250 --early-stopping 0 --disp-freq 50 --seed 1
+  --lr-warmup "${WARMUP:-800}" --clip-norm 5 --dropout "${DROPOUT:-0.3}" \
+  --attention-dropout "${ATTENTION_DROPOUT:-0.1}" --relu-dropout "${RELU_DROPOUT:-0.1}" \
+  --label-smoothing 0.1 --max-tokens 4096 --valid-freq 250 --save-freq 124 --early-stopping 0 --disp-freq 50 --seed 1
 mkdir -p "$work/LIVE"
 "$py" "$here/tx_to_marian.py" "$work/FT/model.safetensors" "$work/M/model.npz" "$work/LIVE/model.npz"
 cp "$work/M/vocab.spm" "$work/LIVE/vocab.spm"
