@@ -1,6 +1,7 @@
 // bench/gemm: tx's GEMM through the backend vs a direct oneDNN sgemm on Transformer shapes.
 //
-// Usage: gemm [--cpu-threads N] [--seconds S]
+// Usage: gemm [--cpu-threads N] [--seconds S] [--inference-only]
+// First, inference's packed weight GEMMs (tx's fixed-order kernel) against oneDNN's sgemm.
 // Prints one row per shape: GFLOP/s of tx, of oneDNN's sgemm and their ratio (tx / oneDNN),
 // timed alternately in the same run so that machine noise hits both alike. A third column
 // times oneDNN's matmul primitive (created once) on the same shape: the other route tx could
@@ -63,6 +64,68 @@ int main(int argc, char** argv) {
   auto be = tx::create_backend("cpu", options);
   const int threads = omp_get_max_threads();
   const double budget = parse_int(argc, argv, "--seconds", 2);
+
+  // Inference's weight GEMMs (gemm_packed: tx's fixed-order kernel on weights packed once)
+  // against oneDNN's sgemm on the same product, on the OPUS-MT shape (d512, d_ff 2048, 8k
+  // classes): encoder rows of a batch, decoder rows of beam 5 x 32, beam 5 x 1 and one row.
+  std::printf(
+      "inference GEMM c = a w^T (w packed once: gemm_packed) vs oneDNN sgemm, f32, %d "
+      "threads, GFLOP/s\n",
+      threads);
+  std::printf("%-22s %6s %6s %6s %10s %10s %8s %10s\n", "shape", "M", "N", "K", "packed", "sgemm",
+              "ratio", "cold w");
+  tx::Rng irng(11);
+  for (const GemmShape& s : std::vector<GemmShape>{{480, 512, 512, "encoder projection"},
+                                                   {480, 2048, 512, "encoder FFN in"},
+                                                   {480, 512, 2048, "encoder FFN out"},
+                                                   {160, 512, 512, "step projection b5x32"},
+                                                   {160, 2048, 512, "step FFN in b5x32"},
+                                                   {160, 512, 2048, "step FFN out b5x32"},
+                                                   {160, 8000, 512, "step output b5x32"},
+                                                   {32, 2048, 512, "step FFN in b1x32"},
+                                                   {5, 2048, 512, "step FFN in b5x1"},
+                                                   {1, 2048, 512, "step FFN in b1x1"}}) {
+    std::vector<float> a(s.m * s.k), w(s.n * s.k);
+    for (float& v : a) v = irng.uniform() - 0.5f;
+    for (float& v : w) v = irng.uniform() - 0.5f;
+    tx::Tensor ta = be->upload(a, {s.m, s.k}), tw = be->upload(w, {s.n, s.k});
+    tx::Tensor tc = be->empty({s.m, s.n}), c_direct = be->empty({s.m, s.n});
+    const tx::Backend::PackedWeight packed = be->pack_weight(tw);
+    auto run_packed = [&] {
+      be->gemm_packed(ta, packed, tc);
+      be->synchronize();
+    };
+    // The same product with the weight read from memory, as in decoding, where a step reads
+    // all the decoder's weights (~100 MB at d512): copies of it, 256 MB in all, in turn.
+    const int64_t copies = std::max<int64_t>(2, (int64_t{256} << 20) / (s.n * s.k * 4));
+    std::vector<tx::Backend::PackedWeight> cold;
+    for (int64_t i = 0; i < copies; ++i) cold.push_back(be->pack_weight(be->upload(w, {s.n, s.k})));
+    size_t next = 0;
+    auto run_cold = [&] {
+      be->gemm_packed(ta, cold[next], tc);
+      be->synchronize();
+      next = (next + 1) % cold.size();
+    };
+    auto run_dnnl = [&] {
+      dnnl_sgemm('N', 'T', s.m, s.n, s.k, 1.0f, ta.data<float>(), s.k, tw.data<float>(), s.k, 0.0f,
+                 c_direct.data<float>(), s.n);
+    };
+    const double flops = 2.0 * s.m * s.n * s.k;
+    const double probe = best_seconds(run_dnnl, 1);
+    const int reps = std::max(3, static_cast<int>(budget / 3 / std::max(probe, 1e-6) / 2));
+    double t_packed = 1e30, t_dnnl = 1e30, t_cold = 1e30;
+    for (int round = 0; round < 2; ++round) {
+      t_packed = std::min(t_packed, best_seconds(run_packed, reps));
+      t_dnnl = std::min(t_dnnl, best_seconds(run_dnnl, reps));
+      t_cold = std::min(t_cold, best_seconds(run_cold, reps));
+    }
+    std::printf("%-22s %6lld %6lld %6lld %10.1f %10.1f %8.3f %10.1f\n", s.role, (long long)s.m,
+                (long long)s.n, (long long)s.k, flops / t_packed / 1e9, flops / t_dnnl / 1e9,
+                t_dnnl / t_packed, flops / t_cold / 1e9);
+  }
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--inference-only") == 0) return 0;
+  std::printf("\n");
 
   const std::vector<GemmShape> shapes = {{4096, 512, 512, "attention projection"},
                                          {4096, 2048, 512, "FFN in"},

@@ -201,7 +201,8 @@ TEMPLATE_TEST_CASE(
   CHECK(be->download<float>(tx::ops::linear(infer, x, w, b, prepared)->value) == trained);
   std::vector<float> relu = trained;
   for (float& v : relu) v = std::max(v, 0.0f);
-  CHECK(be->download<float>(tx::ops::linear_relu(infer, x, w, b, prepared)->value) == relu);
+  CHECK(be->download<float>(
+            tx::ops::linear_fused(infer, x, w, b, prepared, tx::ops::Fused::relu)->value) == relu);
   Var xg = tx::make_var(be->upload(xh, {R, I}), true);
   REQUIRE_THROWS_WITH(tx::ops::linear(g, xg, w, b, prepared),
                       Catch::Contains("bf16 weights are for inference"));

@@ -48,6 +48,7 @@ class CpuBackend : public Backend {
   static bool packed_usable(const PackedWeight& p);
   void add_bias_impl(const Tensor& x, const Tensor& bias, const Tensor& y) override;
   void add_bias_relu_impl(const Tensor& x, const Tensor& bias, const Tensor& y) override;
+  void add_bias_swish_impl(const Tensor& x, const Tensor& bias, const Tensor& y) override;
   void add_impl(const Tensor& a, const Tensor& b, const Tensor& y) override;
   void axpy_impl(float alpha, const Tensor& x, const Tensor& y) override;
   void scale_impl(const Tensor& x, float alpha, const Tensor& y) override;

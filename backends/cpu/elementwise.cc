@@ -6,6 +6,7 @@
 #include "backend/device_math.h"
 #include "cpu_backend.h"
 #include "parallel.h"
+#include "vector_exp.h"
 
 namespace tx::cpu {
 
@@ -36,6 +37,15 @@ void CpuBackend::add_bias_impl(const Tensor& x, const Tensor& bias, const Tensor
 
 void CpuBackend::add_bias_relu_impl(const Tensor& x, const Tensor& bias, const Tensor& y) {
   add_bias_rows<true>(x, bias, y);
+}
+
+void CpuBackend::add_bias_swish_impl(const Tensor& x, const Tensor& bias, const Tensor& y) {
+  const int64_t rows = x.shape().rows(), cols = x.shape().cols();
+  const float* px = x.data<float>();
+  const float* pb = bias.data<float>();
+  float* py = y.data<float>();
+#pragma omp parallel for if (parallel_rows(rows, cols))
+  for (int64_t r = 0; r < rows; ++r) swish_row(px + r * cols, pb, py + r * cols, cols);
 }
 
 void CpuBackend::add_impl(const Tensor& a, const Tensor& b, const Tensor& y) {
@@ -129,8 +139,12 @@ void CpuBackend::swish_impl(const Tensor& x, const Tensor& y) {
   const int64_t n = x.numel();
   const float* px = x.data<float>();
   float* py = y.data<float>();
-#pragma omp parallel for simd if (n >= kElementwiseGrain)
-  for (int64_t i = 0; i < n; ++i) py[i] = math::swish(px[i]);
+  // In chunks of whole vectors, each through the vector expf (vector_exp.h).
+  constexpr int64_t kChunk = 1024;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for if (n >= kElementwiseGrain)
+  for (int64_t c = 0; c < chunks; ++c)
+    swish_row(px + c * kChunk, nullptr, py + c * kChunk, std::min(kChunk, n - c * kChunk));
 }
 
 void CpuBackend::swish_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& dx) {

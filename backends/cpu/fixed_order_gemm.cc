@@ -168,14 +168,34 @@ void pack_slice(const float* a, int64_t k, int64_t r0, int64_t rows, int64_t k0,
   }
 }
 
+// The weight slice the thread reads after this one (`next`, `floats` long) is fetched into L2
+// while this one is computed, a share before each row group: decoding reads every weight from
+// memory once a step (~100 MB at d512), and the hardware prefetcher restarts at each panel.
+struct Prefetch {
+  const char* next = nullptr;
+  int64_t lines = 0, done = 0;
+  void some(int64_t groups_left) {
+    const int64_t to = done + (lines - done + groups_left - 1) / std::max<int64_t>(groups_left, 1);
+    for (; done < to; ++done) __builtin_prefetch(next + done * 64, 0, 2);
+  }
+};
+
 // This thread's panels [p0, p1) of c's rows [i0, i0 + rows), continuing their chains over the
-// pass [k0, k0 + depth) whose slice of a is `slice`.
+// pass [k0, k0 + depth) whose slice of a is `slice`. `after`: the weight slice this thread
+// reads first in the next pass or row block (null if none), `after_floats` its length.
 void gemm_panels(const float* slice, int64_t i0, int64_t rows, int64_t k, int64_t k0, int64_t depth,
-                 const float* panels, int64_t n, float* c, int64_t p0, int64_t p1) {
+                 const float* panels, int64_t n, float* c, int64_t p0, int64_t p1,
+                 const float* after, int64_t after_floats) {
   // The last panel's padded columns land in a tile and only the real ones are copied out.
   float tile[kBlockRows * kPanel];
+  const int64_t groups = (rows + kRows - 1) / kRows;
   for (int64_t p = p0; p < p1; ++p) {
     const float* b = panels + p * k * kPanel + k0 * kPanel;
+    Prefetch ahead;
+    // A few rows are bound by memory, not by the FMAs: nothing to overlap, leave it to the
+    // hardware prefetcher.
+    if (groups > 1) ahead.next = reinterpret_cast<const char*>(p + 1 < p1 ? b + k * kPanel : after);
+    ahead.lines = ahead.next ? (p + 1 < p1 ? depth * kPanel : after_floats) * 4 / 64 : 0;
     const int64_t col = p * kPanel, cols = std::min(kPanel, n - col);
     const bool whole = cols == kPanel;
     float* out = whole ? c + i0 * n + col : tile;
@@ -183,9 +203,11 @@ void gemm_panels(const float* slice, int64_t i0, int64_t rows, int64_t k, int64_
     if (!whole && k0 > 0)
       for (int64_t r = 0; r < rows; ++r)
         std::memcpy(tile + r * kPanel, c + (i0 + r) * n + col, cols * sizeof(float));
-    for (int64_t r = 0; r < rows; r += kRows)
+    for (int64_t r = 0, g = 0; r < rows; r += kRows, ++g) {
+      ahead.some(groups - g);
       run_kernel(static_cast<int>(std::min<int64_t>(kRows, rows - r)), slice + r * depth, b, depth,
                  out + r * ldc, ldc, k0 == 0);
+    }
     if (!whole)
       for (int64_t r = 0; r < rows; ++r)
         std::memcpy(c + (i0 + r) * n + col, tile + r * kPanel, cols * sizeof(float));
@@ -237,7 +259,16 @@ void fixed_order_gemm(const float* a, int64_t m, int64_t k, const float* panels,
       for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
         const int64_t depth = std::min(kDepth, k - k0);
         pack_slice(a, k, i0, rows, k0, depth, shared);  // ends in the team's barrier
-        gemm_panels(shared, i0, rows, k, k0, depth, panels, n, c, p0, p1);
+        // What this thread reads first after this pass: its first panel's next slice of k,
+        // or of the next row block its first slice.
+        const float* after = nullptr;
+        int64_t after_floats = 0;
+        if (p0 < p1 && (k0 + depth < k || i0 + rows < m)) {
+          const int64_t k1 = k0 + depth < k ? k0 + depth : 0;
+          after = panels + p0 * k * kPanel + k1 * kPanel;
+          after_floats = std::min(kDepth, k - k1) * kPanel;
+        }
+        gemm_panels(shared, i0, rows, k, k0, depth, panels, n, c, p0, p1, after, after_floats);
 #pragma omp barrier
       }
     }

@@ -41,6 +41,38 @@ __attribute__((target("avx512f"))) void exp_affine_avx512(const float* x, float 
   }
 }
 
+__attribute__((target("avx2,fma"))) void swish_row_avx2(const float* x, const float* bias,
+                                                        float* out, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    __m256 v = _mm256_loadu_ps(x + j);
+    if (bias) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + j));
+    const __m256 e = _ZGVdN8v_expf(_mm256_xor_ps(v, sign));
+    _mm256_storeu_ps(out + j, _mm256_div_ps(v, _mm256_add_ps(one, e)));
+  }
+  if (j < n) {
+    alignas(32) float tail[8] = {};
+    for (int64_t k = j; k < n; ++k) tail[k - j] = bias ? x[k] + bias[k] : x[k];
+    const __m256 v = _mm256_load_ps(tail);
+    alignas(32) float s[8];
+    _mm256_store_ps(s, _mm256_div_ps(v, _mm256_add_ps(one, _ZGVdN8v_expf(_mm256_xor_ps(v, sign)))));
+    for (int64_t k = j; k < n; ++k) out[k] = s[k - j];
+  }
+}
+
+__attribute__((target("avx512f"))) void swish_row_avx512(const float* x, const float* bias,
+                                                         float* out, int64_t n) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1);
+    __m512 v = _mm512_maskz_loadu_ps(m, x + j);
+    if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + j));
+    const __m512 e = _ZGVeN16v_expf(_mm512_sub_ps(_mm512_setzero_ps(), v));
+    _mm512_mask_storeu_ps(out + j, m, _mm512_div_ps(v, _mm512_add_ps(one, e)));
+  }
+}
+
 bool has_avx512() {
   static const bool yes = __builtin_cpu_supports("avx512f");
   return yes;
@@ -57,6 +89,15 @@ void exp_affine(const float* x, float scale, float shift, float* out, int64_t n)
   if (has_avx512()) return exp_affine_avx512(x, scale, shift, out, n);
   if (has_avx2()) return exp_affine_avx2(x, scale, shift, out, n);
   for (int64_t j = 0; j < n; ++j) out[j] = std::exp(x[j] * scale - shift);
+}
+
+void swish_row(const float* x, const float* bias, float* out, int64_t n) {
+  if (has_avx512()) return swish_row_avx512(x, bias, out, n);
+  if (has_avx2()) return swish_row_avx2(x, bias, out, n);
+  for (int64_t j = 0; j < n; ++j) {
+    const float v = bias ? x[j] + bias[j] : x[j];
+    out[j] = v / (1.0f + std::exp(-v));
+  }
 }
 
 }  // namespace tx::cpu

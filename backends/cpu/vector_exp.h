@@ -12,4 +12,9 @@ namespace tx::cpu {
 // different vector widths (tx's results are reproducible per machine, docs/determinism.md).
 void exp_affine(const float* x, float scale, float shift, float* out, int64_t n);
 
+// out[j] = v / (1 + exp(-v)), v = x[j] (+ bias[j] when bias is not null), for j < n (out may be
+// x): swish (math::swish) with its exp through the same vector expf, and a linear layer's bias
+// added in the same pass.
+void swish_row(const float* x, const float* bias, float* out, int64_t n);
+
 }  // namespace tx::cpu

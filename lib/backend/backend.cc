@@ -288,6 +288,16 @@ void Backend::add_bias_relu_impl(const Tensor& x, const Tensor& bias, const Tens
   relu_impl(y, y);
 }
 
+void Backend::add_bias_swish(const Tensor& x, const Tensor& bias, const Tensor& y) {
+  check_add_bias(*this, "add_bias_swish", x, bias, y);
+  if (x.numel()) add_bias_swish_impl(x, bias, y);
+}
+
+void Backend::add_bias_swish_impl(const Tensor& x, const Tensor& bias, const Tensor& y) {
+  add_bias_impl(x, bias, y);
+  swish_impl(y, y);
+}
+
 void Backend::add(const Tensor& a, const Tensor& b, const Tensor& y) {
   f32_arg(*this, "add", "a", a);
   f32_arg(*this, "add", "b", b);

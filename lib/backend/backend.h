@@ -109,6 +109,9 @@ class Backend {
   // y = max(x + bias, 0): a linear layer's bias and the feed-forward ReLU, equal bit for bit to
   // add_bias then relu (what the base class runs; the CPU backend makes it one pass).
   void add_bias_relu(const Tensor& x, const Tensor& bias, const Tensor& y);
+  // y = swish(x + bias): the same for Marian's and OPUS-MT's swish feed-forward layer, equal bit
+  // for bit to add_bias then swish.
+  void add_bias_swish(const Tensor& x, const Tensor& bias, const Tensor& y);
   void axpy(float alpha, const Tensor& x, const Tensor& y);                 // y += alpha * x
   void scale(const Tensor& x, float alpha, const Tensor& y);                // y = alpha * x
   void relu(const Tensor& x, const Tensor& y);                              // y = max(x, 0)
@@ -285,6 +288,8 @@ class Backend {
   virtual void add_impl(const Tensor& a, const Tensor& b, const Tensor& y) = 0;
   // add_bias_impl then relu_impl; a backend may fuse them.
   virtual void add_bias_relu_impl(const Tensor& x, const Tensor& bias, const Tensor& y);
+  // add_bias_impl then swish_impl; a backend may fuse them.
+  virtual void add_bias_swish_impl(const Tensor& x, const Tensor& bias, const Tensor& y);
   virtual void axpy_impl(float alpha, const Tensor& x, const Tensor& y) = 0;
   virtual void scale_impl(const Tensor& x, float alpha, const Tensor& y) = 0;
   virtual void relu_impl(const Tensor& x, const Tensor& y) = 0;

@@ -29,11 +29,14 @@ struct Int8Weight {
 // summed exactly in i32 and scaled back to f32 (Backend::gemm_i8). Inference only: an error
 // when x or b would need a gradient.
 Var linear_int8(Graph& g, const Var& x, const Int8Weight& w, const Var& b);
+// The activation an inference linear layer applies with its bias in one pass
+// (Backend::add_bias_relu, add_bias_swish).
+enum class Fused { none, relu, swish };
 // linear() with a weight packed once for the backend's GEMM (Backend::pack_weight): the same
-// values up to rounding. Inference only: an error when x or b would need a gradient. relu:
-// max(., 0) of the result, with the bias in one pass (Backend::add_bias_relu).
+// values up to rounding, then `act`. Inference only: an error when x or b would need a
+// gradient.
 Var linear_packed(Graph& g, const Var& x, const Backend::PackedWeight& w, const Var& b,
-                  bool relu = false);
+                  Fused act = Fused::none);
 // How inference prepares its weights once: f32 packed for the backend's GEMM (the default),
 // int8 (--int8), or a bf16 / f16 copy (--precision) whose GEMMs take x rounded to it per call
 // and sum in f32.
@@ -49,9 +52,11 @@ struct PreparedWeight {
 // linear(g, x, w, b) through w's prepared form when it has one (linear_int8, linear_packed, or
 // the rounded copy).
 Var linear(Graph& g, const Var& x, const Var& w, const Var& b, const PreparedWeight& prepared);
-// relu(linear(g, x, w, b, prepared)) for inference (an error when anything would need a
-// gradient): bias and ReLU in one pass where the weight is packed, the ReLU in place otherwise.
-Var linear_relu(Graph& g, const Var& x, const Var& w, const Var& b, const PreparedWeight& prepared);
+// act(linear(g, x, w, b, prepared)) for inference (an error when anything would need a
+// gradient): bias and activation in one pass where the weight is packed or rounded, the
+// activation in place otherwise.
+Var linear_fused(Graph& g, const Var& x, const Var& w, const Var& b, const PreparedWeight& prepared,
+                 Fused act);
 
 // ---- elementwise (ops_elementwise.cc) -------------------------------------------------------
 Var add(Graph& g, const Var& a, const Var& b);   // a + b, same shapes (residuals)

@@ -69,18 +69,26 @@ Var linear_int8(Graph& g, const Var& x, const Int8Weight& w, const Var& b) {
 
 namespace {
 
-// y2 += b, then relu, each when asked: one pass where both are.
-void bias_relu(Backend& be, const Tensor& y2, const Var& b, bool relu) {
-  if (b && relu)
+// y2 = act(y2) in place.
+void activate(Backend& be, const Tensor& y2, Fused act) {
+  if (act == Fused::relu) be.relu(y2, y2);
+  if (act == Fused::swish) be.swish(y2, y2);
+}
+
+// y2 += b, then act, each when asked: one pass where both are.
+void bias_act(Backend& be, const Tensor& y2, const Var& b, Fused act) {
+  if (b && act == Fused::relu)
     be.add_bias_relu(y2, b->value, y2);
+  else if (b && act == Fused::swish)
+    be.add_bias_swish(y2, b->value, y2);
   else if (b)
     be.add_bias(y2, b->value, y2);
-  else if (relu)
-    be.relu(y2, y2);
+  else
+    activate(be, y2, act);
 }
 
 // linear() for inference with a bf16 / f16 weight: x rounded to its dtype for the GEMM.
-Var linear_low(Graph& g, const Var& x, const Tensor& w, const Var& b, bool relu) {
+Var linear_low(Graph& g, const Var& x, const Tensor& w, const Var& b, Fused act) {
   const Tensor& xv = x->value;
   TX_CHECK(xv.ndim() >= 1 && xv.dim(-1) == w.dim(1), "linear: input ", xv.str(),
            " does not match weight ", w.str(), " (stored [out, in])");
@@ -95,13 +103,13 @@ Var linear_low(Graph& g, const Var& x, const Tensor& w, const Var& b, bool relu)
   be.cast(xv.view({rows, in}), X);
   Tensor y2 = y->value.view({rows, out});
   be.gemm(X, false, w, true, y2);
-  bias_relu(be, y2, b, relu);
+  bias_act(be, y2, b, act);
   return y;
 }
 
 }  // namespace
 
-Var linear_packed(Graph& g, const Var& x, const Backend::PackedWeight& w, const Var& b, bool relu) {
+Var linear_packed(Graph& g, const Var& x, const Backend::PackedWeight& w, const Var& b, Fused act) {
   const Tensor& xv = x->value;
   TX_CHECK(w.defined() && xv.ndim() >= 1 && xv.dim(-1) == w.weight.dim(1), "linear_packed: input ",
            xv.str(), " does not match weight ", w.weight.str(), " (stored [out, in])");
@@ -112,7 +120,7 @@ Var linear_packed(Graph& g, const Var& x, const Backend::PackedWeight& w, const 
   Backend& be = g.backend();
   Var y = g.output(Shape(dims), false);
   be.gemm_packed(xv, w, y->value);
-  bias_relu(be, y->value.view({y->value.shape().rows(), dims.back()}), b, relu);
+  bias_act(be, y->value.view({y->value.shape().rows(), dims.back()}), b, act);
   return y;
 }
 
@@ -130,21 +138,21 @@ PreparedWeight PreparedWeight::prepare(Backend& be, const Tensor& w, WeightForm 
 }
 
 Var linear(Graph& g, const Var& x, const Var& w, const Var& b, const PreparedWeight& prepared) {
-  if (prepared.low.defined()) return linear_low(g, x, prepared.low, b, false);
+  if (prepared.low.defined()) return linear_low(g, x, prepared.low, b, Fused::none);
   if (prepared.int8.defined()) return linear_int8(g, x, prepared.int8, b);
   if (prepared.packed.defined()) return linear_packed(g, x, prepared.packed, b);
   return linear(g, x, w, b);
 }
 
-Var linear_relu(Graph& g, const Var& x, const Var& w, const Var& b,
-                const PreparedWeight& prepared) {
+Var linear_fused(Graph& g, const Var& x, const Var& w, const Var& b, const PreparedWeight& prepared,
+                 Fused act) {
   TX_CHECK(!g.recording({&x, &w, &b}),
-           "linear_relu: inference only; with gradients use linear then relu_dropout");
-  if (prepared.low.defined()) return linear_low(g, x, prepared.low, b, true);
+           "linear_fused: inference only; with gradients use linear then the activation");
+  if (prepared.low.defined()) return linear_low(g, x, prepared.low, b, act);
   if (!prepared.int8.defined() && prepared.packed.defined())
-    return linear_packed(g, x, prepared.packed, b, true);
+    return linear_packed(g, x, prepared.packed, b, act);
   Var y = linear(g, x, w, b, prepared);
-  g.backend().relu(y->value, y->value);
+  activate(g.backend(), y->value, act);
   return y;
 }
 

@@ -10,6 +10,11 @@ FeedForward::FeedForward(ParamScope scope, int64_t d_model, int64_t d_ff, float 
       activation_(activation) {}
 
 Var FeedForward::forward(Graph& g, const Var& x) const {
+  // Inference: the activation with fc1's bias, one pass over [rows, d_ff] instead of two.
+  if (g.plain_forward(relu_dropout_))
+    return fc2_.forward(
+        g, fc1_.forward_fused(
+               g, x, activation_ == io::Activation::swish ? ops::Fused::swish : ops::Fused::relu));
   if (activation_ == io::Activation::swish) {
     Var hidden = fc1_.forward(g, x);
     Var h = ops::swish(g, hidden);  // its backward reads hidden
@@ -17,8 +22,6 @@ Var FeedForward::forward(Graph& g, const Var& x) const {
     if (dropped != h) ops::release(g, h);
     return fc2_.forward(g, dropped);
   }
-  // Inference: ReLU with fc1's bias, one pass over [rows, d_ff] instead of two.
-  if (g.plain_forward(relu_dropout_)) return fc2_.forward(g, fc1_.forward_relu(g, x));
   Var hidden = fc1_.forward(g, x);
   Var h = ops::relu_dropout(g, hidden, relu_dropout_);
   ops::release(g, hidden);  // [rows, d_ff]: the largest activation of a layer, read by no backward

@@ -15,9 +15,9 @@ class Linear {
   Linear(ParamScope scope, int64_t in, int64_t out, bool bias = true);
 
   Var forward(Graph& g, const Var& x) const { return ops::linear(g, x, weight_, bias_, prepared_); }
-  // relu(forward(g, x)) for inference: bias and ReLU in one pass (ops::linear_relu).
-  Var forward_relu(Graph& g, const Var& x) const {
-    return ops::linear_relu(g, x, weight_, bias_, prepared_);
+  // act(forward(g, x)) for inference: bias and activation in one pass (ops::linear_fused).
+  Var forward_fused(Graph& g, const Var& x, ops::Fused act) const {
+    return ops::linear_fused(g, x, weight_, bias_, prepared_, act);
   }
   // Inference only from here on (forward records no gradient; call once the weights are
   // final): the weight in `form` (ops::PreparedWeight): quantised to int8 (--int8), rounded to

@@ -539,6 +539,56 @@ TEMPLATE_TEST_CASE("swish forward: x * sigmoid(x) against double, large |x| fini
   }
 }
 
+TEMPLATE_TEST_CASE("swish forward: a value's result does not depend on its position or count",
+                   "[elementwise]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  // Lengths across the CPU's vector widths, tails and 1024-float chunks: every element must
+  // take the same path (decoding's batch invariance rests on it).
+  const std::vector<float> values = {-7.25f, -0.3f, 0.0f, 1.0e-3f, 2.5f, 11.0f};
+  for (float v : values) {
+    Tensor one = be->empty({1});
+    be->swish(be->upload(std::vector<float>{v}, {1}), one);
+    const float alone = fetch(*be, one)[0];
+    for (int64_t n : {7, 16, 23, 1024, 2085}) {
+      Tensor y = be->empty({n});
+      be->swish(be->upload(std::vector<float>(n, v), {n}), y);
+      INFO("value " << v << ", n " << n);
+      for (float got : fetch(*be, y)) REQUIRE(got == alone);
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("add_bias_swish forward: swish(x + bias), bit for bit add_bias then swish",
+                   "[elementwise]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  uint64_t seed = 450;
+  for (const Shape& s : kShapes) {
+    const int64_t c = s[-1], r = s.rows();
+    std::vector<float> x = random_vector(s.numel(), ++seed), b = random_vector(c, ++seed);
+    for (float& v : x) v *= 6.0f;
+    const Tensor X = be->upload(x, s), B = be->upload(b, {c});
+    Tensor y = be->upload(random_vector(s.numel(), ++seed), s);  // garbage, overwritten
+    be->add_bias_swish(X, B, y);
+    const std::vector<float> got = fetch(*be, y);
+    std::vector<double> want(s.numel());
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < c; ++j) {
+        const double v = double(x[i * c + j]) + b[j];
+        want[i * c + j] = v / (1.0 + std::exp(-v));
+      }
+    INFO("shape " << s.str());
+    TX_CHECK_OK(compare(got, want, 1e-6, 1e-6));
+    Tensor chained = be->empty(s);
+    be->add_bias(X, B, chained);
+    be->swish(chained, chained);
+    TX_CHECK_OK(compare_exact(got, fetch(*be, chained)));
+    be->add_bias_swish(X, B, X);  // in place
+    TX_REQUIRE_OK(compare_exact(fetch(*be, X), got));
+  }
+  Tensor x = be->zeros({2, 4}), wrong = be->zeros({5});
+  CHECK_THROWS_WITH(be->add_bias_swish(x, wrong, x), Catch::Contains("add_bias_swish: bias"));
+}
+
 TEMPLATE_TEST_CASE("swish backward: finite differences, accumulates into dx", "[elementwise]",
                    TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);
