@@ -153,11 +153,11 @@ void row_kernel(const float* a, const float* b, int64_t k, float* c) {
 }
 
 // Copies rows [r0, r0 + rows) x k [k0, k0 + depth) of a (row stride k) k-major per kRows rows:
-// the kernel then reads one stream of it. The row groups are split between the team's threads.
+// the kernel then reads one stream of it. Each thread packs its own copy: a pass then needs no
+// barrier (packing is 1/n of the pass's work, a barrier a wait for the slower thread).
 void pack_slice(const float* a, int64_t k, int64_t r0, int64_t rows, int64_t k0, int64_t depth,
                 float* slice) {
   const int64_t groups = (rows + kRows - 1) / kRows;
-#pragma omp for schedule(static)
   for (int64_t g = 0; g < groups; ++g) {
     float* to = slice + g * kRows * depth;
     const int64_t n_rows = std::min<int64_t>(kRows, rows - g * kRows);
@@ -238,14 +238,14 @@ void fixed_order_gemm(const float* a, int64_t m, int64_t k, const float* panels,
     return;
   }
   const int64_t count = (n + kPanel - 1) / kPanel;
-  // One slice of a, packed by the team together and read by all.
-  thread_local std::vector<float> slice;
-  slice.resize(static_cast<size_t>(kBlockRows * kDepth));
-  float* shared = slice.data();
   // Columns are split between the threads, never rows or k: a row's sums are the same chains
   // whoever computes them.
 #pragma omp parallel if (!omp_in_parallel() && count > 1 && m * n * k >= 64 * kElementwiseGrain)
   {
+    // This thread's slice of a.
+    thread_local std::vector<float> slice;
+    slice.resize(static_cast<size_t>(kBlockRows * kDepth));
+    float* own = slice.data();
     const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
     int64_t p0 = count * t / threads;
     const int64_t p1 = count * (t + 1) / threads;
@@ -258,7 +258,8 @@ void fixed_order_gemm(const float* a, int64_t m, int64_t k, const float* panels,
       const int64_t rows = std::min(kBlockRows, m - i0);
       for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
         const int64_t depth = std::min(kDepth, k - k0);
-        pack_slice(a, k, i0, rows, k0, depth, shared);  // ends in the team's barrier
+        if (p0 == p1) break;
+        pack_slice(a, k, i0, rows, k0, depth, own);
         // What this thread reads first after this pass: its first panel's next slice of k,
         // or of the next row block its first slice.
         const float* after = nullptr;
@@ -268,8 +269,7 @@ void fixed_order_gemm(const float* a, int64_t m, int64_t k, const float* panels,
           after = panels + p0 * k * kPanel + k1 * kPanel;
           after_floats = std::min(kDepth, k - k1) * kPanel;
         }
-        gemm_panels(shared, i0, rows, k, k0, depth, panels, n, c, p0, p1, after, after_floats);
-#pragma omp barrier
+        gemm_panels(own, i0, rows, k, k0, depth, panels, n, c, p0, p1, after, after_floats);
       }
     }
   }
