@@ -3,10 +3,12 @@
 // run by transformers (make.py there; its README.md says how), so these tests compare tx with
 // marian-decoder and generate(), never with tx.
 #include <sentencepiece_processor.h>
+#include <zip.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -15,8 +17,10 @@
 #include <vector>
 
 #include "backend/registry.h"
+#include "core/half.h"
 #include "data/vocab.h"
 #include "formats/model_file.h"
+#include "formats/npz.h"
 #include "graph/graph.h"
 #include "nn/parameters.h"
 #include "nn/transformer.h"
@@ -141,9 +145,96 @@ void check_marian_nbest(const std::string& out, const Variant& v) {
   }
 }
 
+// An .npy file (version 1) of dtype `descr` and `shape` holding `data`.
+std::vector<uint8_t> npy(const std::string& descr, const std::vector<int64_t>& shape,
+                         const std::vector<uint8_t>& data) {
+  std::string dims;
+  for (int64_t d : shape) dims += std::to_string(d) + ", ";
+  if (shape.size() > 1) dims.resize(dims.size() - 2);
+  std::string header =
+      "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + dims + "), }";
+  header.resize((header.size() + 11 + 63) / 64 * 64 - 11, ' ');  // numpy's 64-byte alignment
+  header += '\n';
+  std::vector<uint8_t> out = {0x93,
+                              'N',
+                              'U',
+                              'M',
+                              'P',
+                              'Y',
+                              1,
+                              0,
+                              static_cast<uint8_t>(header.size() & 255),
+                              static_cast<uint8_t>(header.size() >> 8)};
+  out.insert(out.end(), header.begin(), header.end());
+  out.insert(out.end(), data.begin(), data.end());
+  return out;
+}
+
+// `arrays` written as an .npz (stored entries) at `path`.
+void write_npz(const std::string& path, const std::vector<tx::formats::NpyArray>& arrays) {
+  int code = 0;
+  zip_t* z = zip_open(path.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code);
+  REQUIRE(z);
+  std::vector<std::vector<uint8_t>> files;  // alive until zip_close
+  files.reserve(arrays.size());
+  for (const tx::formats::NpyArray& a : arrays) {
+    files.push_back(npy(a.descr, a.shape, a.data));
+    zip_source_t* src = zip_source_buffer(z, files.back().data(), files.back().size(), 0);
+    REQUIRE(src);
+    REQUIRE(zip_file_add(z, (a.name + ".npy").c_str(), src, ZIP_FL_ENC_UTF_8) >= 0);
+  }
+  REQUIRE(zip_close(z) == 0);
+}
+
 }  // namespace
 
 #define TX_SOURCE_OR_SKIP() TX_TEST2016_OR_SKIP(source_lines())
+
+TEST_CASE("Marian models: float16 arrays read as the float32 values they widen to", "[import]") {
+  // Marian writes float32, but an .npz of float16 arrays (numpy's '<f2') is read too: each
+  // array widened exactly. The fixture's weights rounded to float16 are written twice, as
+  // float16 and as their float32 values; both must translate to the same n-best lists.
+  TempDir dir;
+  TX_SOURCE_OR_SKIP();
+  const Variant& v = kVariants[2];  // untied embeddings, swish: every kind of array
+  std::vector<tx::formats::NpyArray> half =
+      tx::formats::read_npz(fixture(std::string(v.dir) + "/model.npz"));
+  std::vector<tx::formats::NpyArray> wide = half;
+  size_t converted = 0;
+  for (size_t i = 0; i < half.size(); ++i) {
+    if (half[i].descr != "<f4") continue;
+    const std::vector<float> f = half[i].floats();
+    half[i].descr = "<f2";
+    half[i].data.resize(2 * f.size());
+    for (size_t j = 0; j < f.size(); ++j) {
+      const uint16_t h = tx::float_to_f16(f[j]);
+      const float back = tx::f16_to_float(h);
+      std::memcpy(half[i].data.data() + 2 * j, &h, 2);
+      std::memcpy(wide[i].data.data() + 4 * j, &back, 4);
+    }
+    ++converted;
+  }
+  REQUIRE(converted > 10);
+  write_npz(dir.file("half.npz"), half);
+  write_npz(dir.file("wide.npz"), wide);
+  std::string flags = model_flags(v);
+  const std::string original = fixture(std::string(v.dir) + "/model.npz");
+  flags.replace(flags.find(original), original.size(), "MODEL");
+  auto translate = [&](const std::string& model) {
+    std::string f = flags;
+    f.replace(f.find("MODEL"), 5, model);
+    Run r =
+        run_program(dir, TX_TRANSLATE_BIN, f + " --beam-size 4 --n-best 4 < " + input_of(dir, v));
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    return r.out;
+  };
+  const std::string from_half = translate(dir.file("half.npz"));
+  CHECK(read_nbest(from_half).size() == 4 * source_lines().size());
+  CHECK(from_half == translate(dir.file("wide.npz")));
+  // Not the original's: the rounding shows, so the files are not read as the fixture.
+  CHECK(from_half != translate(original));
+}
 
 TEST_CASE("Marian models: tx-translate's 4-best lists equal marian-decoder's", "[import]") {
   TempDir dir;

@@ -222,6 +222,8 @@ int64_t panel_floats(int64_t n, int64_t k) {
 
 void pack_panels(const float* w, int64_t n, int64_t k, float* panels) {
   const int64_t count = (n + kPanel - 1) / kPanel;
+  // A model's weights are packed once at load, all of them (~190 MB at d512): the team shares it.
+#pragma omp parallel for if (!omp_in_parallel() && n * k >= 64 * kElementwiseGrain)
   for (int64_t p = 0; p < count; ++p)
     for (int64_t kk = 0; kk < k; ++kk)
       for (int64_t j = 0; j < kPanel; ++j) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -173,27 +174,32 @@ class Mapper {
     const NpyArray& a = get(from);
     TX_CHECK(a.numel() == n, where_, ": array '", from, "' has ", a.numel(), " values, ", n,
              " expected");
-    add(from, to, {n}, a.floats());
+    add(from, to, {n});
   }
   // A matrix as stored ([rows, cols]), e.g. an embedding table.
   void matrix(const std::string& from, const std::string& to, int64_t rows, int64_t cols) {
     const NpyArray& a = get(from);
     check_shape(a, rows, cols);
-    add(from, to, {rows, cols}, a.floats());
+    add(from, to, {rows, cols});
   }
   // A weight Marian stores [in, out] as tx's [out, in].
   void transposed(const std::string& from, const std::string& to, int64_t in, int64_t out) {
     const NpyArray& a = get(from);
     check_shape(a, in, out);
-    const std::vector<float> v = a.floats();
-    std::vector<float> t(v.size());
+    // float32 arrays are read in place; float16 ones widened first.
+    const std::vector<float> wide = a.descr == "<f4" ? std::vector<float>() : a.floats();
+    const uint8_t* v = wide.empty() ? a.data.data() : reinterpret_cast<const uint8_t*>(wide.data());
+    io::NamedTensor t{to, DType::f32, Shape{out, in}, {}};
+    t.data.resize(t.nbytes());
+    uint8_t* w = t.data.data();
     // In tiles, so that both sides are read and written a cache line at a time.
     constexpr int64_t kTile = 32;
     for (int64_t i0 = 0; i0 < in; i0 += kTile)
       for (int64_t o0 = 0; o0 < out; o0 += kTile)
         for (int64_t i = i0; i < std::min(in, i0 + kTile); ++i)
-          for (int64_t o = o0; o < std::min(out, o0 + kTile); ++o) t[o * in + i] = v[i * out + o];
-    add(from, to, {out, in}, t);
+          for (int64_t o = o0; o < std::min(out, o0 + kTile); ++o)
+            std::memcpy(w + 4 * (o * in + i), v + 4 * (i * out + o), 4);
+    place(from, std::move(t));
   }
   void norm(const std::string& prefix, const std::string& suffix, const std::string& to,
             int64_t d) {
@@ -220,10 +226,17 @@ class Mapper {
     for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
     return t + "]";
   }
-  void add(const std::string& from, const std::string& to, Shape shape,
-           const std::vector<float>& values) {
+  // The array as it is: a float32 array's bytes move over, a float16 one is widened.
+  void add(const std::string& from, const std::string& to, Shape shape) {
+    NpyArray& a = arrays_.at(from);
+    if (a.descr == "<f4" && a.data.size() == static_cast<size_t>(shape.numel()) * 4)
+      place(from, io::NamedTensor{to, DType::f32, std::move(shape), std::move(a.data)});
+    else
+      place(from, io::NamedTensor::from_floats(to, DType::f32, std::move(shape), a.floats()));
+  }
+  void place(const std::string& from, io::NamedTensor t) {
     used_.insert(from);
-    file_.add(io::NamedTensor::from_floats(to, DType::f32, std::move(shape), values));
+    file_.add(std::move(t));
     // Each array goes to one place: its bytes can go now, so that the file's arrays and tx's
     // tensors are not both held whole.
     std::vector<uint8_t>().swap(arrays_.at(from).data);
