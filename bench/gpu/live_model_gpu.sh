@@ -26,6 +26,7 @@ timeout -s TERM "${TRAIN_SECONDS:-360}" "$bin/tx-train" --device cuda -v "$vocab
   --ffn-activation swish --positions halves --output-bias --norm-eps 1e-6 --tied-embeddings all \
   --after-epochs "${EPOCHS:-40}" --lr-schedule linear --learn-rate "${LEARN_RATE:-0.0007}" \
   --lr-warmup "${WARMUP:-1000}" --clip-norm 5 --dropout "${DROPOUT:-0.3}" \
+  --attention-dropout "${ATTENTION_DROPOUT:-0.1}" --relu-dropout "${RELU_DROPOUT:-0.1}" \
   --label-smoothing 0.1 --max-tokens "${MAX_TOKENS:-4096}" --valid-freq 500 --save-freq 500 \
   --early-stopping 0 --disp-freq 100 --seed 1 2> "$out/train.log"
 echo "tx-train exit $?" >> "$out/run.txt"
