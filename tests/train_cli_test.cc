@@ -243,6 +243,17 @@ TEST_CASE("tx-train from scratch on a Marian vocabulary trains a model in Marian
   INFO(t.err);
   CHECK(t.status == 0);
   CHECK(std::count(t.out.begin(), t.out.end(), '\n') == 2);
+  // Resumed without -v, the run goes on with the vocabulary it recorded: no tx vocabulary is
+  // trained into the model directory.
+  Run resumed = tx_train(dir, flags +
+                                  " --ffn-activation swish --positions halves --output-bias"
+                                  " --after-updates 3");
+  INFO(resumed.err);
+  CHECK(resumed.status == 0);
+  CHECK(resumed.err.find("resuming from") != std::string::npos);
+  CHECK(resumed.err.find("the vocabularies the run recorded") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir.file("mar/vocab.spm")));
+  CHECK(checkpoint_update(dir.file("mar/checkpoint.safetensors")) == 3);
   // A tx vocabulary beside a Marian one is refused by name.
   REQUIRE(tx_train(dir, tiny_flags(dir, "t") + " --after-updates 1").status == 0);
   Run mixed = tx_train(dir, tiny_flags(dir, "mix") + " --tied-embeddings none -v " +

@@ -9,6 +9,7 @@
 #include "core/text_file.h"
 #include "data/vocab_train.h"
 #include "train/checkpoint.h"
+#include "train/trainer.h"
 
 namespace tx::train {
 namespace {
@@ -114,6 +115,31 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
     throw Error(
         "give both vocabularies (--vocabs SRC.spm TGT.spm), or one path twice for a "
         "joint one");
+  if (src_vocab_path.empty() && o.pretrained_model.empty() &&
+      fs::exists(Trainer::checkpoint_path(o.model_dir))) {
+    // A resumed run that was started on Marian-numbered vocabularies (given with -v): the files
+    // it recorded in its model, not a tx vocabulary trained into the model directory.
+    std::map<std::string, std::string> meta;
+    try {
+      meta = read_checkpoint_metadata(Trainer::model_path(o.model_dir));
+    } catch (const Error&) {  // no model file yet: the run's own vocabularies, as before
+    }
+    const auto found = meta.find(formats::kVocabsKey);
+    if (found != meta.end()) {
+      const formats::VocabFiles files = formats::vocab_files_from_json(
+          found->second, str("model '", Trainer::model_path(o.model_dir), "'"));
+      if (files.kind == formats::VocabKind::marian && files.paths.size() == 2) {
+        for (const std::string& p : files.paths)
+          TX_CHECK(fs::exists(p), "the run in '", o.model_dir, "' was trained on the vocabulary '",
+                   p, "', which is gone; give its vocabularies with --vocabs");
+        src_vocab_path = files.paths[0];
+        tgt_vocab_path = files.paths[1];
+        if (!quiet)
+          log("resuming with the vocabularies the run recorded: ", src_vocab_path,
+              src_vocab_path == tgt_vocab_path ? "" : " " + tgt_vocab_path);
+      }
+    }
+  }
   if (src_vocab_path.empty()) {
     const bool joint = o.model.tied_embeddings == io::TiedEmbeddings::all;
     const fs::path dir(o.model_dir);
