@@ -73,27 +73,45 @@ __attribute__((target("avx512f"))) void swish_row_avx512(const float* x, const f
   }
 }
 
-bool has_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
-}
-
-bool has_avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
+// The widest instruction set this CPU has.
+VectorIsa widest() {
+  static const VectorIsa isa = cpu_has(VectorIsa::avx512) ? VectorIsa::avx512
+                               : cpu_has(VectorIsa::avx2) ? VectorIsa::avx2
+                                                          : VectorIsa::scalar;
+  return isa;
 }
 
 }  // namespace
 
+bool cpu_has(VectorIsa isa) {
+  switch (isa) {
+    case VectorIsa::avx512:
+      return __builtin_cpu_supports("avx512f");
+    case VectorIsa::avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case VectorIsa::scalar:
+      return true;
+  }
+  return false;
+}
+
 void exp_affine(const float* x, float scale, float shift, float* out, int64_t n) {
-  if (has_avx512()) return exp_affine_avx512(x, scale, shift, out, n);
-  if (has_avx2()) return exp_affine_avx2(x, scale, shift, out, n);
+  exp_affine(x, scale, shift, out, n, widest());
+}
+
+void exp_affine(const float* x, float scale, float shift, float* out, int64_t n, VectorIsa isa) {
+  if (isa == VectorIsa::avx512) return exp_affine_avx512(x, scale, shift, out, n);
+  if (isa == VectorIsa::avx2) return exp_affine_avx2(x, scale, shift, out, n);
   for (int64_t j = 0; j < n; ++j) out[j] = std::exp(x[j] * scale - shift);
 }
 
 void swish_row(const float* x, const float* bias, float* out, int64_t n) {
-  if (has_avx512()) return swish_row_avx512(x, bias, out, n);
-  if (has_avx2()) return swish_row_avx2(x, bias, out, n);
+  swish_row(x, bias, out, n, widest());
+}
+
+void swish_row(const float* x, const float* bias, float* out, int64_t n, VectorIsa isa) {
+  if (isa == VectorIsa::avx512) return swish_row_avx512(x, bias, out, n);
+  if (isa == VectorIsa::avx2) return swish_row_avx2(x, bias, out, n);
   for (int64_t j = 0; j < n; ++j) {
     const float v = bias ? x[j] + bias[j] : x[j];
     out[j] = v / (1.0f + std::exp(-v));
