@@ -87,3 +87,41 @@ TEST_CASE("StopSignals off: nothing blocked, nothing installed", "[trainer][sign
   CHECK(during.sa_handler == caller.sa_handler);
   CHECK(!signals.stop_requested());
 }
+
+TEST_CASE("StopSignals: a signal the caller had blocked stays blocked; the other still stops",
+          "[trainer][signals]") {
+  std::unique_ptr<tx::Backend> be = tx::test::backend_or_skip("cpu");
+  REQUIRE(be);
+  // A library caller that keeps SIGINT to itself: blocked on its thread and the team.
+  sigset_t sigint;
+  sigemptyset(&sigint);
+  sigaddset(&sigint, SIGINT);
+  sigset_t caller_mask;
+  pthread_sigmask(SIG_BLOCK, &sigint, &caller_mask);
+  be->on_every_thread([&sigint] { pthread_sigmask(SIG_BLOCK, &sigint, nullptr); });
+  {
+    tx::train::StopSignals signals(*be, true);
+    REQUIRE(kill(getpid(), SIGINT) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    CHECK(!signals.stop_requested());  // pending, as the caller wanted
+    REQUIRE(kill(getpid(), SIGTERM) == 0);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!signals.stop_requested() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CHECK(signals.signal() == SIGTERM);
+  }
+  // Still blocked on the team, and still pending: taken here, then the caller's mask restored.
+  std::vector<bool> sigint_blocked;
+  std::mutex m;
+  be->on_every_thread([&] {
+    sigset_t now;
+    pthread_sigmask(SIG_BLOCK, nullptr, &now);
+    std::lock_guard<std::mutex> lock(m);
+    sigint_blocked.push_back(sigismember(&now, SIGINT) == 1);
+  });
+  for (bool b : sigint_blocked) CHECK(b);
+  const timespec wait = {5, 0};
+  CHECK(sigtimedwait(&sigint, nullptr, &wait) == SIGINT);
+  be->on_every_thread([&sigint] { pthread_sigmask(SIG_UNBLOCK, &sigint, nullptr); });
+  pthread_sigmask(SIG_SETMASK, &caller_mask, nullptr);
+}

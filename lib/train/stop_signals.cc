@@ -27,14 +27,18 @@ StopSignals::StopSignals(Backend& be, bool on) : be_(be), on_(on) {
   // The calling thread first: threads it creates from now on inherit the mask.
   pthread_sigmask(SIG_BLOCK, &set, &old_mask_);
   be_.on_every_thread([&set] { pthread_sigmask(SIG_BLOCK, &set, nullptr); });
+  // A signal the caller had blocked stays blocked: it meant not to be interrupted by it.
+  taken_ = set;
+  if (sigismember(&old_mask_, SIGINT)) sigdelset(&taken_, SIGINT);
+  if (sigismember(&old_mask_, SIGTERM)) sigdelset(&taken_, SIGTERM);
   struct sigaction sa = {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_int_);
   sigaction(SIGTERM, &sa, &old_term_);
   // The one thread that takes them: it runs no kernel, so the handler's frame lands on a stack.
-  catcher_ = std::thread([this, set] {
-    pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  catcher_ = std::thread([this] {
+    pthread_sigmask(SIG_UNBLOCK, &taken_, nullptr);
     std::unique_lock<std::mutex> lock(mutex_);
     wake_.wait(lock, [this] { return done_; });
   });
@@ -52,10 +56,7 @@ StopSignals::~StopSignals() {
   sigaction(SIGTERM, &old_term_, nullptr);
   // Unblock on the team what the caller had unblocked; a signal that came after the catcher
   // left is delivered now, to the handlers the caller had.
-  sigset_t unblock = stop_set();
-  if (sigismember(&old_mask_, SIGINT)) sigdelset(&unblock, SIGINT);
-  if (sigismember(&old_mask_, SIGTERM)) sigdelset(&unblock, SIGTERM);
-  be_.on_every_thread([&unblock] { pthread_sigmask(SIG_UNBLOCK, &unblock, nullptr); });
+  be_.on_every_thread([this] { pthread_sigmask(SIG_UNBLOCK, &taken_, nullptr); });
   pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
 }
 

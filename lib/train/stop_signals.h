@@ -31,6 +31,7 @@ class StopSignals {
   Backend& be_;
   bool on_;
   sigset_t old_mask_{};
+  sigset_t taken_{};  // SIGINT and SIGTERM less those the caller had blocked: the catcher's
   struct sigaction old_int_ = {}, old_term_ = {};
   std::mutex mutex_;
   std::condition_variable wake_;
