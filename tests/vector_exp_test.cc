@@ -78,6 +78,32 @@ TEST_CASE("vector swish: v / (1 + exp(-v)) with and without a bias, each instruc
   }
 }
 
+TEST_CASE("vector swish backward: dx += dy * swish'(x) against double, each instruction set",
+          "[cpu][vector_exp]") {
+  tx::Rng rng(5);
+  for (VectorIsa isa : isas_here()) {
+    INFO(name(isa));
+    for (int64_t n : {1, 5, 8, 16, 23, 40, 1031}) {
+      std::vector<float> x(n), dy(n), dx(n);
+      for (float& v : x) v = 12.0f * (rng.uniform() - 0.5f);
+      for (float& v : dy) v = rng.uniform() - 0.5f;
+      for (float& v : dx) v = rng.uniform() - 0.5f;
+      if (n > 2) {
+        x[0] = -120.0f;  // the gradient's limits: 0 far left, 1 far right
+        x[1] = 95.0f;
+      }
+      const std::vector<float> before = dx;
+      tx::cpu::swish_grad_row(dy.data(), x.data(), dx.data(), n, isa);
+      for (int64_t j = 0; j < n; ++j) {
+        const double s = 1.0 / (1.0 + std::exp(-double(x[j])));
+        const double want = before[j] + double(dy[j]) * (s + double(x[j]) * s * (1.0 - s));
+        INFO("n " << n << ", j " << j << ", x " << x[j]);
+        CHECK(std::abs(dx[j] - want) <= 1e-6 * (std::abs(want) + std::abs(dy[j])) + 1e-7);
+      }
+    }
+  }
+}
+
 TEST_CASE("vector swish: a value's result does not depend on its position, each instruction set",
           "[cpu][vector_exp]") {
   for (VectorIsa isa : isas_here()) {

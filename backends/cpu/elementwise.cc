@@ -152,8 +152,12 @@ void CpuBackend::swish_backward_impl(const Tensor& dy, const Tensor& x, const Te
   const float* pdy = dy.data<float>();
   const float* px = x.data<float>();
   float* pdx = dx.data<float>();
-#pragma omp parallel for simd if (n >= kElementwiseGrain)
-  for (int64_t i = 0; i < n; ++i) pdx[i] += pdy[i] * math::swish_grad(px[i]);
+  constexpr int64_t kChunk = 1024;  // whole vectors, each through the vector expf
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for if (n >= kElementwiseGrain)
+  for (int64_t c = 0; c < chunks; ++c)
+    swish_grad_row(pdy + c * kChunk, px + c * kChunk, pdx + c * kChunk,
+                   std::min(kChunk, n - c * kChunk));
 }
 
 void CpuBackend::add_positions_impl(const Tensor& x, int64_t start, const Tensor& y,

@@ -73,6 +73,52 @@ __attribute__((target("avx512f"))) void swish_row_avx512(const float* x, const f
   }
 }
 
+// s = 1 / (1 + e), e = exp(-x); dx += dy * (s + x s (1 - s)), one lane at a time.
+__attribute__((target("avx2,fma"))) inline __m256 swish_grad8(__m256 x, __m256 e) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 s = _mm256_div_ps(one, _mm256_add_ps(one, e));
+  return _mm256_add_ps(s, _mm256_mul_ps(_mm256_mul_ps(x, s), _mm256_sub_ps(one, s)));
+}
+
+__attribute__((target("avx2,fma"))) void swish_grad_row_avx2(const float* dy, const float* x,
+                                                             float* dx, int64_t n) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 v = _mm256_loadu_ps(x + j);
+    const __m256 g = swish_grad8(v, _ZGVdN8v_expf(_mm256_xor_ps(v, sign)));
+    _mm256_storeu_ps(
+        dx + j, _mm256_add_ps(_mm256_loadu_ps(dx + j), _mm256_mul_ps(_mm256_loadu_ps(dy + j), g)));
+  }
+  if (j < n) {
+    alignas(32) float tx[8] = {}, tdy[8] = {}, tdx[8] = {};
+    for (int64_t k = j; k < n; ++k) {
+      tx[k - j] = x[k];
+      tdy[k - j] = dy[k];
+      tdx[k - j] = dx[k];
+    }
+    const __m256 v = _mm256_load_ps(tx);
+    const __m256 g = swish_grad8(v, _ZGVdN8v_expf(_mm256_xor_ps(v, sign)));
+    _mm256_store_ps(tdx, _mm256_add_ps(_mm256_load_ps(tdx), _mm256_mul_ps(_mm256_load_ps(tdy), g)));
+    for (int64_t k = j; k < n; ++k) dx[k] = tdx[k - j];
+  }
+}
+
+__attribute__((target("avx512f"))) void swish_grad_row_avx512(const float* dy, const float* x,
+                                                              float* dx, int64_t n) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + j);
+    const __m512 e = _ZGVeN16v_expf(_mm512_sub_ps(_mm512_setzero_ps(), v));
+    const __m512 s = _mm512_div_ps(one, _mm512_add_ps(one, e));
+    const __m512 g = _mm512_add_ps(s, _mm512_mul_ps(_mm512_mul_ps(v, s), _mm512_sub_ps(one, s)));
+    const __m512 d = _mm512_add_ps(_mm512_maskz_loadu_ps(m, dx + j),
+                                   _mm512_mul_ps(_mm512_maskz_loadu_ps(m, dy + j), g));
+    _mm512_mask_storeu_ps(dx + j, m, d);
+  }
+}
+
 // The widest instruction set this CPU has.
 VectorIsa widest() {
   static const VectorIsa isa = cpu_has(VectorIsa::avx512) ? VectorIsa::avx512
@@ -103,6 +149,19 @@ void exp_affine(const float* x, float scale, float shift, float* out, int64_t n,
   if (isa == VectorIsa::avx512) return exp_affine_avx512(x, scale, shift, out, n);
   if (isa == VectorIsa::avx2) return exp_affine_avx2(x, scale, shift, out, n);
   for (int64_t j = 0; j < n; ++j) out[j] = std::exp(x[j] * scale - shift);
+}
+
+void swish_grad_row(const float* dy, const float* x, float* dx, int64_t n) {
+  swish_grad_row(dy, x, dx, n, widest());
+}
+
+void swish_grad_row(const float* dy, const float* x, float* dx, int64_t n, VectorIsa isa) {
+  if (isa == VectorIsa::avx512) return swish_grad_row_avx512(dy, x, dx, n);
+  if (isa == VectorIsa::avx2) return swish_grad_row_avx2(dy, x, dx, n);
+  for (int64_t j = 0; j < n; ++j) {
+    const float s = 1.0f / (1.0f + std::exp(-x[j]));
+    dx[j] += dy[j] * (s + x[j] * s * (1.0f - s));
+  }
 }
 
 void swish_row(const float* x, const float* bias, float* out, int64_t n) {

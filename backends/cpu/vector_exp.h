@@ -17,6 +17,10 @@ void exp_affine(const float* x, float scale, float shift, float* out, int64_t n)
 // added in the same pass.
 void swish_row(const float* x, const float* bias, float* out, int64_t n);
 
+// dx[j] += dy[j] * (s + x[j] s (1 - s)), s = 1 / (1 + exp(-x[j])), for j < n: swish's backward
+// (math::swish_grad) through the same vector expf.
+void swish_grad_row(const float* dy, const float* x, float* dx, int64_t n);
+
 // The instruction sets the functions above choose from, widest first. They take the widest the
 // CPU has; tests call each one the CPU has through the overloads below, so the narrower paths
 // are checked on machines that would never pick them.
@@ -24,5 +28,6 @@ enum class VectorIsa { avx512, avx2, scalar };
 bool cpu_has(VectorIsa isa);
 void exp_affine(const float* x, float scale, float shift, float* out, int64_t n, VectorIsa isa);
 void swish_row(const float* x, const float* bias, float* out, int64_t n, VectorIsa isa);
+void swish_grad_row(const float* dy, const float* x, float* dx, int64_t n, VectorIsa isa);
 
 }  // namespace tx::cpu
