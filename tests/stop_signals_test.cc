@@ -88,7 +88,7 @@ TEST_CASE("StopSignals off: nothing blocked, nothing installed", "[trainer][sign
   CHECK(!signals.stop_requested());
 }
 
-TEST_CASE("StopSignals: a signal the caller had blocked stays blocked; the other still stops",
+TEST_CASE("StopSignals: a signal the caller had blocked stays blocked, the other still stops",
           "[trainer][signals]") {
   std::unique_ptr<tx::Backend> be = tx::test::backend_or_skip("cpu");
   REQUIRE(be);
