@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 
 // glibc's vector expf for AVX2 and AVX-512 (libmvec, x86-64 vector ABI names).
@@ -41,23 +42,22 @@ __attribute__((target("avx512f"))) void exp_affine_avx512(const float* x, float 
   }
 }
 
+// The first min(left, 8) lanes: a row's last, partial vector goes through the same path, its
+// other lanes neither read nor written.
+__attribute__((target("avx2,fma"))) inline __m256i lanes8(int64_t left) {
+  const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min<int64_t>(left, 8))), index);
+}
+
 __attribute__((target("avx2,fma"))) void swish_row_avx2(const float* x, const float* bias,
                                                         float* out, int64_t n) {
   const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    __m256 v = _mm256_loadu_ps(x + j);
-    if (bias) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + j));
+  for (int64_t j = 0; j < n; j += 8) {
+    const __m256i m = lanes8(n - j);
+    __m256 v = _mm256_maskload_ps(x + j, m);
+    if (bias) v = _mm256_add_ps(v, _mm256_maskload_ps(bias + j, m));
     const __m256 e = _ZGVdN8v_expf(_mm256_xor_ps(v, sign));
-    _mm256_storeu_ps(out + j, _mm256_div_ps(v, _mm256_add_ps(one, e)));
-  }
-  if (j < n) {
-    alignas(32) float tail[8] = {};
-    for (int64_t k = j; k < n; ++k) tail[k - j] = bias ? x[k] + bias[k] : x[k];
-    const __m256 v = _mm256_load_ps(tail);
-    alignas(32) float s[8];
-    _mm256_store_ps(s, _mm256_div_ps(v, _mm256_add_ps(one, _ZGVdN8v_expf(_mm256_xor_ps(v, sign)))));
-    for (int64_t k = j; k < n; ++k) out[k] = s[k - j];
+    _mm256_maskstore_ps(out + j, m, _mm256_div_ps(v, _mm256_add_ps(one, e)));
   }
 }
 
@@ -83,24 +83,13 @@ __attribute__((target("avx2,fma"))) inline __m256 swish_grad8(__m256 x, __m256 e
 __attribute__((target("avx2,fma"))) void swish_grad_row_avx2(const float* dy, const float* x,
                                                              float* dx, int64_t n) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    const __m256 v = _mm256_loadu_ps(x + j);
+  for (int64_t j = 0; j < n; j += 8) {
+    const __m256i m = lanes8(n - j);
+    const __m256 v = _mm256_maskload_ps(x + j, m);
     const __m256 g = swish_grad8(v, _ZGVdN8v_expf(_mm256_xor_ps(v, sign)));
-    _mm256_storeu_ps(
-        dx + j, _mm256_add_ps(_mm256_loadu_ps(dx + j), _mm256_mul_ps(_mm256_loadu_ps(dy + j), g)));
-  }
-  if (j < n) {
-    alignas(32) float tx[8] = {}, tdy[8] = {}, tdx[8] = {};
-    for (int64_t k = j; k < n; ++k) {
-      tx[k - j] = x[k];
-      tdy[k - j] = dy[k];
-      tdx[k - j] = dx[k];
-    }
-    const __m256 v = _mm256_load_ps(tx);
-    const __m256 g = swish_grad8(v, _ZGVdN8v_expf(_mm256_xor_ps(v, sign)));
-    _mm256_store_ps(tdx, _mm256_add_ps(_mm256_load_ps(tdx), _mm256_mul_ps(_mm256_load_ps(tdy), g)));
-    for (int64_t k = j; k < n; ++k) dx[k] = tdx[k - j];
+    _mm256_maskstore_ps(dx + j, m,
+                        _mm256_add_ps(_mm256_maskload_ps(dx + j, m),
+                                      _mm256_mul_ps(_mm256_maskload_ps(dy + j, m), g)));
   }
 }
 
