@@ -12,21 +12,21 @@ extern "C" __m512 _ZGVeN16v_expf(__m512 x);
 namespace tx::cpu {
 namespace {
 
+// The first min(left, 8) lanes: a row's last, partial vector goes through the same path, its
+// other lanes neither read nor written.
+__attribute__((target("avx2,fma"))) inline __m256i lanes8(int64_t left) {
+  const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min<int64_t>(left, 8))), index);
+}
+
 __attribute__((target("avx2,fma"))) void exp_affine_avx2(const float* x, float scale, float shift,
                                                          float* out, int64_t n) {
   const __m256 vs = _mm256_set1_ps(scale), vh = _mm256_set1_ps(shift);
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    // x * scale - shift rounded as the scalar tail below computes it (no fused multiply-add).
-    const __m256 a = _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j), vs), vh);
-    _mm256_storeu_ps(out + j, _ZGVdN8v_expf(a));
-  }
-  if (j < n) {
-    alignas(32) float tail[8] = {};
-    for (int64_t k = j; k < n; ++k) tail[k - j] = x[k] * scale - shift;
-    alignas(32) float e[8];
-    _mm256_store_ps(e, _ZGVdN8v_expf(_mm256_load_ps(tail)));
-    for (int64_t k = j; k < n; ++k) out[k] = e[k - j];
+  for (int64_t j = 0; j < n; j += 8) {
+    const __m256i m = lanes8(n - j);
+    // x * scale - shift with no fused multiply-add, as the scalar path rounds it.
+    const __m256 a = _mm256_sub_ps(_mm256_mul_ps(_mm256_maskload_ps(x + j, m), vs), vh);
+    _mm256_maskstore_ps(out + j, m, _ZGVdN8v_expf(a));
   }
 }
 
@@ -40,13 +40,6 @@ __attribute__((target("avx512f"))) void exp_affine_avx512(const float* x, float 
     const __m512 a = _mm512_sub_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + j), vs), vh);
     _mm512_mask_storeu_ps(out + j, m, _ZGVeN16v_expf(a));
   }
-}
-
-// The first min(left, 8) lanes: a row's last, partial vector goes through the same path, its
-// other lanes neither read nor written.
-__attribute__((target("avx2,fma"))) inline __m256i lanes8(int64_t left) {
-  const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min<int64_t>(left, 8))), index);
 }
 
 __attribute__((target("avx2,fma"))) void swish_row_avx2(const float* x, const float* bias,
