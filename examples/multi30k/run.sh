@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Multi30k English -> German recipe: train, average the last snapshots, translate
-# test2016, score with sacreBLEU's BLEU (cased, 13a) and chrF.
+# test2016 (and val, the figure for choosing between configurations), score with sacreBLEU's
+# BLEU (cased, 13a) and chrF.
 #
 #   examples/multi30k/run.sh DATA_DIR [WORK_DIR]
 #
@@ -41,6 +42,9 @@ for model in averaged model; do
       --quiet < "$data/test2016.en" > "$work/test2016.$model.beam$b.de"
   done
 done
+# val, translated as test2016's line is: the figure that choices between configurations use.
+"$bin/tx-translate" -m "$work/model/averaged.safetensors" -v "$vocab" --beam-size "$beam" \
+  --quiet < "$data/val.en" > "$work/val.averaged.beam$beam.de"
 translated=$(date +%s)
 
 {
@@ -51,6 +55,9 @@ translated=$(date +%s)
         < "$work/test2016.$model.beam$b.de" | head -1
     done
   done
+  printf '%-9s beam %-2s ' "val" "$beam"
+  "$bin/tx-score" -r "$data/val.de" --metrics bleu --quiet < "$work/val.averaged.beam$beam.de" \
+    | head -1
   echo "chrF (averaged, beam $beam):"
   "$bin/tx-score" -r "$data/test2016.de" --metrics chrf --quiet < "$work/test2016.averaged.beam$beam.de"
   echo "time: training $(( trained - start ))s, averaging + translating $(( translated - trained ))s, total $(( translated - start ))s on $(nproc) cores"

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The recipe once per seed, one after the other, then the mean and spread of its figures:
+# what examples/multi30k/README.md reports for a configuration.
+#
+#   examples/multi30k/seeds.sh DATA_DIR WORK_DIR [tx-train flags]
+#
+# SEEDS (default "1 2 3") names the seeds; seed N trains in WORK_DIR/seedN with `--seed N`
+# after the given flags. A seed whose scores.txt exists is not run again, so a stopped sweep
+# resumes (run.sh resumes the seed it was in). The summary goes to stdout and
+# WORK_DIR/summary.txt: per seed test2016 BLEU (averaged model, beam BEAM), val BLEU (same),
+# training seconds; then the mean, the sample standard deviation and the range.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+[ $# -ge 2 ] || { echo "usage: $0 DATA_DIR WORK_DIR [tx-train flags]" >&2; exit 2; }
+data="$1"
+work="$2"
+shift 2
+seeds="${SEEDS:-1 2 3}"
+beam="${BEAM:-5}"
+mkdir -p "$work"
+for seed in $seeds; do
+  [ -f "$work/seed$seed/scores.txt" ] && continue
+  "$here/run.sh" "$data" "$work/seed$seed" "$@" --seed "$seed"
+done
+
+# "averaged  beam 5  BLEU|... = 39.58 69.9/..." -> 39.58; "time: training 3898s, ..." -> 3898.
+bleu() { sed -n "s/^$1 *beam $beam .* = \([0-9.]*\) .*/\1/p" "$2" | head -1; }
+{
+  printf 'seed  test2016  val    training_s\n'
+  for seed in $seeds; do
+    s="$work/seed$seed/scores.txt"
+    printf '%-5s %-9s %-6s %s\n' "$seed" "$(bleu averaged "$s")" "$(bleu val "$s")" \
+      "$(sed -n 's/^time: training \([0-9]*\)s.*/\1/p' "$s")"
+  done
+} | tee "$work/summary.txt"
+awk 'NR > 1 { t[NR] = $2; v[NR] = $3; n++; st += $2; sv += $3; if ($4 > m) m = $4 }
+     END {
+       mt = st / n; mv = sv / n; lo = hi = t[2]
+       for (i in t) { dt += (t[i] - mt)^2; dv += (v[i] - mv)^2; if (t[i] < lo) lo = t[i]; if (t[i] > hi) hi = t[i] }
+       sdt = n > 1 ? sqrt(dt / (n - 1)) : 0; sdv = n > 1 ? sqrt(dv / (n - 1)) : 0
+       printf "mean  %.2f (sd %.2f, %.2f to %.2f)  val %.2f (sd %.2f)  longest training %ss\n", mt, sdt, lo, hi, mv, sdv, m
+     }' "$work/summary.txt" | tee -a "$work/summary.txt"
