@@ -24,7 +24,7 @@ for seed in $seeds; do
 done
 
 # "averaged  beam 5  BLEU|... = 39.58 69.9/..." -> 39.58; "time: training 3898s, ..." -> 3898.
-bleu() { sed -n "s/^$1 *beam $beam .* = \([0-9.]*\) .*/\1/p" "$2" | head -1; }
+bleu() { sed -n "s/^$1 *beam $beam .*BLEU|[^ ]* = \([0-9.]*\) .*/\1/p" "$2" | head -1; }
 {
   printf 'seed  test2016  val    training_s\n'
   for seed in $seeds; do
