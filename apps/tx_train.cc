@@ -177,6 +177,7 @@ int train(const Options& options) {
 
   t.after_epochs = options.integer("after-epochs");
   t.after_updates = options.integer("after-updates");
+  t.after_minutes = options.number("after-minutes");
   t.disp_freq = options.integer("disp-freq");
   t.save_freq = options.integer("save-freq");
   t.valid_freq = options.integer("valid-freq");

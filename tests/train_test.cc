@@ -93,7 +93,7 @@ TEST_CASE("train lr schedule: linear warms up, then falls in a straight line to 
   o.lr = peak;
   o.warmup = 800;
   CHECK_THROWS_WITH(LrSchedule::from_options(o),
-                    Contains("'linear'") && Contains("--after-epochs or --after-updates"));
+                    Contains("'linear'") && Contains("--after-epochs, --after-updates or --after-minutes"));
   o.total_updates = 2604;
   CHECK(LrSchedule::from_options(o).kind() == LrSchedule::Kind::linear);
   CHECK(LrSchedule::from_options(o)(2604) == s(2604));
@@ -435,6 +435,14 @@ TEST_CASE("train state: TrainingState JSON round trip and damaged fields", "[tra
   s.early_stopping.validations = 9;
   nlohmann::json j = nlohmann::json::parse(s.to_json().dump());
   CHECK(tx::train::TrainingState::from_json(j, "x") == s);
+  CHECK_FALSE(j.contains("train_seconds"));  // a run without --after-minutes
+  tx::train::TrainingState timed = s;
+  timed.train_seconds = 61.25;
+  timed.time_last_update = 4321;
+  timed.time_budget_minutes = 66;
+  CHECK(tx::train::TrainingState::from_json(nlohmann::json::parse(timed.to_json().dump()), "x") ==
+        timed);
+  CHECK_FALSE(tx::train::TrainingState::from_json(j, "x") == timed);
   j["rng_counter"] = -5;
   CHECK_THROWS_WITH(tx::train::TrainingState::from_json(j, "ckpt"),
                     Contains("ckpt") && Contains("unsigned"));

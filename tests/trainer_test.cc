@@ -2,6 +2,7 @@
 #include "train/trainer.h"
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -15,6 +16,7 @@
 #include "support/programs.h"
 #include "support/train_runs.h"
 #include "train/checkpoint.h"
+#include "train/time_budget.h"
 #include "train_tiny.h"
 
 namespace {
@@ -119,6 +121,100 @@ TEMPLATE_TEST_CASE("trainer: --lr-schedule linear reaches its floor at the run's
     CHECK(rates[size_t(o.lr.warmup - 1)].second == Approx(4e-3).epsilon(1e-6));
     CHECK(rates[0].second == Approx(1e-3).epsilon(1e-6));
   }
+}
+
+TEST_CASE("trainer: --after-minutes plans the last update from the pace so far", "[trainer]") {
+  using tx::train::last_update_within;
+  // 800 updates in 400 s, 3,600 s in all: 6,400 more at 0.5 s each.
+  CHECK(last_update_within(800, 400.0, 3600.0, 0.5) == 7200);
+  CHECK(last_update_within(800, 400.0, 400.2, 0.5) == 800);  // not one more update's time left
+  CHECK(last_update_within(800, 400.0, 401.0, 0.5) == 802);
+  CHECK(last_update_within(800, 500.0, 400.0, 0.5) == 800);  // already over: stop where it is
+  CHECK(last_update_within(0, 0.0, 60.0, 0.0) == 0);         // no pace yet
+  CHECK(last_update_within(10, 1e-12, 1e9, 1e-13) > 10);     // clamped, no overflow
+
+  // The saves and validations so far, spread over the updates between them: 100 updates in
+  // 10 s, of which 2 saves took 1 s each and 1 validation 3 s: 0.05 s an update, plus 1 s every
+  // 20 updates and 3 s every 50: 0.16 s an update in all, so (60 - 10) / 0.16 = 312.5 more.
+  tx::train::TimeBudget budget(1.0, 10.0);  // as if resumed after 10 s: no time in this process
+  budget.add_save(1.0);
+  budget.add_save(1.0);
+  budget.add_validation(3.0);
+  const int64_t last = budget.last_update(100, 20, 50);
+  CHECK(last == 100 + 312);
+  CHECK(budget.last_update(100, 20, 0) > last);  // no validations to come: more updates
+}
+
+nlohmann::json training_state(const std::string& model_dir) {
+  return nlohmann::json::parse(
+      tx::train::read_checkpoint_metadata(Trainer::checkpoint_path(model_dir))
+          .at(tx::train::kTrainingStateKey));
+}
+
+TEMPLATE_TEST_CASE("trainer: --after-minutes ends the linear schedule where the time runs out",
+                   "[trainer]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  // A budget far above what the run needs: the time plan must not change the schedule that
+  // the updates' limit gives (the same bytes as the run without a budget).
+  TempDir plain_dir, timed_dir;
+  TrainerOptions plain = tiny_options(plain_dir);
+  plain.lr.schedule = "linear";
+  plain.lr.lr = 4e-3;
+  plain.lr.warmup = 4;
+  plain.after_updates = 12;
+  plain.disp_freq = 1;
+  Trainer(*be, plain).run();
+  TrainerOptions timed = tiny_options(timed_dir);
+  timed.lr = plain.lr;
+  timed.after_updates = 12;
+  timed.after_minutes = 60;
+  timed.disp_freq = 1;
+  CHECK(Trainer(*be, timed).run().updates == 12);
+  CHECK(tx::test::slurp(Trainer::model_path(plain.model_dir)) ==
+        tx::test::slurp(Trainer::model_path(timed.model_dir)));
+  const nlohmann::json state = training_state(timed.model_dir);
+  CHECK(state.at("time_last_update").get<int64_t>() >= 12);
+  CHECK(state.at("time_budget_minutes").get<double>() == 60);
+  CHECK(state.at("train_seconds").get<double>() > 0);
+
+  // Only the time limits it: a budget of 3 s ends where the warm-up's pace (with its saves)
+  // says it runs out, at a rate of peak / (last + 1 - warmup) there, or earlier if the machine
+  // slowed down.
+  TempDir short_dir;
+  TrainerOptions brief = tiny_options(short_dir);
+  brief.lr = plain.lr;
+  brief.lr.warmup = 12;  // two saves (every 5 updates) in the warm-up's pace
+  brief.after_minutes = 0.05;
+  brief.disp_freq = 1;
+  const auto start = std::chrono::steady_clock::now();
+  const tx::train::TrainerResult r = Trainer(*be, brief).run();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(secs < 3.0 + 10.0);  // the budget, with room for one slow update and the saves
+  CHECK_FALSE(r.interrupted);
+  const nlohmann::json planned = training_state(brief.model_dir);
+  const int64_t last = planned.at("time_last_update").get<int64_t>();
+  INFO("planned last update " << last << ", ran " << r.updates);
+  CHECK(last > brief.lr.warmup);
+  CHECK(r.updates <= last);
+  CHECK(planned.at("train_seconds").get<double>() >= 3.0);
+  const auto rates = logged_rates(brief.model_dir);
+  REQUIRE(int64_t(rates.size()) == r.updates);
+  const double peak = 4e-3;
+  for (const auto& [update, rate] : rates) {
+    INFO("update " << update);
+    if (update <= brief.lr.warmup)
+      CHECK(rate == Approx(peak * double(update) / double(brief.lr.warmup)).epsilon(1e-6));
+    else
+      CHECK(rate == Approx(peak * double(last + 1 - update) / double(last + 1 - brief.lr.warmup))
+                        .epsilon(1e-6));
+  }
+
+  // Resumed with the same budget, the run keeps its plan (and has no time left: no update).
+  const tx::train::TrainerResult again = Trainer(*be, brief).run();
+  CHECK(again.resumed);
+  CHECK(again.updates == r.updates);
+  CHECK(training_state(brief.model_dir).at("time_last_update").get<int64_t>() == last);
 }
 
 TEMPLATE_TEST_CASE(

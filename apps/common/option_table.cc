@@ -350,7 +350,7 @@ std::vector<OptionSpec> make_registry() {
   t.push_back(option("lr-schedule", OptionType::text, "transformer",
                      "Learning-rate schedule: transformer (the paper's), inverse-sqrt "
                      "(fairseq's), linear (warm-up, then down to 0 at the last update of "
-                     "--after-epochs/--after-updates) or constant",
+                     "--after-epochs/--after-updates/--after-minutes) or constant",
                      kTrain, training, one_of(train::LrSchedule::names())));
   t.push_back(option("learn-rate", OptionType::number, 5e-4,
                      "Peak rate (inverse-sqrt, linear) or the rate (constant); transformer "
@@ -396,6 +396,11 @@ std::vector<OptionSpec> make_registry() {
                      "Stop after this many updates in all (a resumed run counts earlier ones); "
                      "0 = no limit",
                      kTrain, training, non_negative));
+  t.push_back(option("after-minutes", OptionType::number, 0,
+                     "Stop once training has run this many minutes (a resumed run counts earlier "
+                     "ones); the linear schedule plans its last update from the warm-up's pace; "
+                     "0 = no limit",
+                     kTrain, training, at_least_zero));
   t.push_back(option("disp-freq", OptionType::integer, 1000, "Log every this many updates", kTrain,
                      training, positive));
   t.push_back(option("save-freq", OptionType::integer, 10000,

@@ -79,7 +79,7 @@ LrSchedule LrSchedule::from_options(const LrOptions& o) {
   if (o.needs_total_updates()) {
     TX_CHECK(o.total_updates > 0,
              "learning-rate schedule 'linear' decays to the run's last update, which is not "
-             "known; give --after-epochs or --after-updates");
+             "known; give --after-epochs, --after-updates or --after-minutes");
     return linear(o.lr, o.warmup, o.total_updates);
   }
   if (o.schedule == "constant") return constant(o.lr);

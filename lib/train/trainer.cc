@@ -33,6 +33,7 @@
 #include "train/run_inputs.h"
 #include "train/run_schedule.h"
 #include "train/stop_signals.h"
+#include "train/time_budget.h"
 #include "train/training_state.h"
 #include "train/update_step.h"
 #include "train/validation.h"
@@ -114,12 +115,12 @@ struct DisplaySpan {
 
 // What the log says about the run before its first update.
 void log_set_up(const TrainerOptions& o, const nn::ParameterSet& params,
-                const io::ModelConfig& config, const LrSchedule& schedule, const Backend& be,
+                const io::ModelConfig& config, const std::string& schedule, const Backend& be,
                 const LossScaler& scaler, const ExponentialSmoothing& smoothing,
                 const Collective& world) {
   log("model: ", grouped(params.numel()), " parameters, vocabularies ",
       grouped(config.src_vocab_size), "/", grouped(config.tgt_vocab_size), "; learning rate ",
-      schedule.describe(), "; device ", be.name());
+      schedule, "; device ", be.name());
   if (o.precision != DType::f32)
     log("precision: ", name_of(o.precision), " GEMM operands, f32 sums, weights and optimiser",
         scaler.enabled() ? str("; loss scale ", scaler.scale()) : std::string());
@@ -294,8 +295,14 @@ TrainerResult Trainer::run() {
   // for a schedule that needs the last update.
   if (lr_options.needs_total_updates() && lr_options.total_updates <= 0)
     lr_options.total_updates = planned_updates(batcher, o, int64_t(ranks) * o.optimizer_delay);
-  const LrSchedule lr_schedule = LrSchedule::from_options(lr_options);
-  const RunSchedule schedule(o, validate_on);
+  // --after-minutes with the linear schedule: the rates up to the end of the warm-up do not
+  // depend on the last update, which is planned there from the pace (plan_by_time below);
+  // until then the schedule ends at the epochs' or updates' limit, or at the warm-up.
+  const bool plan_by_time = o.after_minutes > 0 && lr_options.needs_total_updates();
+  const int64_t limit_updates = lr_options.total_updates;  // 0: only the time limits the run
+  if (plan_by_time && lr_options.total_updates <= 0) lr_options.total_updates = lr_options.warmup;
+  LrSchedule lr_schedule = LrSchedule::from_options(lr_options);
+  RunSchedule schedule(o, validate_on);
   EarlyStopping stopper(validate_on ? o.valid_metrics.front() : "cross-entropy", o.early_stopping);
 
   // ---- where to start: a checkpoint (resume), a pretrained model, or the initialisation -------
@@ -349,7 +356,47 @@ TrainerResult Trainer::run() {
   if (smoothing.enabled() && result.resumed && !load_smoothed(ckpt, be_, smoothing.tensors()) &&
       !quiet)
     log("the checkpoint has no smoothed weights: smoothing starts from its weights");
-  if (!quiet) log_set_up(o, params, config, lr_schedule, be_, scaler, smoothing, world);
+  // ---- --after-minutes ----------------------------------------------------------------------
+  TimeBudget budget(o.after_minutes, state.train_seconds);
+  bool planned = false;  // the linear schedule's last update is fixed
+  // The linear schedule to `last` (the epochs' or updates' limit if it comes first), and the
+  // run's stop there.
+  auto end_schedule_at = [&](int64_t last) {
+    if (limit_updates > 0) last = std::min(last, limit_updates);
+    last = std::max(last, lr_options.warmup);
+    lr_schedule = LrSchedule::linear(lr_options.lr, lr_options.warmup, last);
+    schedule.after_updates =
+        schedule.after_updates > 0 ? std::min(schedule.after_updates, last) : last;
+    planned = true;
+  };
+  // Rank 0's pace decides, so that every process ends the schedule at the same update.
+  auto plan_from_pace = [&]() {
+    int64_t last =
+        budget.last_update(state.update, o.save_freq, validate_on ? o.valid_freq : int64_t(0));
+    world.broadcast(&last, sizeof last, 0);
+    state.time_last_update = last;
+    state.time_budget_minutes = o.after_minutes;
+    end_schedule_at(last);
+    if (!quiet)
+      log("--after-minutes ", o.after_minutes, ": ", grouped(state.update), " updates in ",
+          fixed(budget.seconds(), 0), " s, so the learning rate comes down to 0 at update ",
+          grouped(std::min(last, schedule.after_updates)), " (--after-updates ",
+          std::min(last, schedule.after_updates), " repeats this schedule)");
+  };
+  if (plan_by_time) {
+    if (state.time_last_update > 0 && state.time_budget_minutes == o.after_minutes)
+      end_schedule_at(state.time_last_update);  // a resumed run keeps its plan
+    else if (state.update >= lr_options.warmup)
+      plan_from_pace();  // resumed past the warm-up with another (or a first) budget
+  }
+  if (!quiet) {
+    std::string rate = lr_schedule.describe();
+    if (plan_by_time && !planned)
+      rate = str("linear(lr=", lr_options.lr, ", warmup=", lr_options.warmup,
+                 ", to 0 at the update that --after-minutes ", o.after_minutes,
+                 " holds, planned at the end of the warm-up)");
+    log_set_up(o, params, config, rate, be_, scaler, smoothing, world);
+  }
 
   RunFiles files(be_, o, config, params, smoothing, in.model_meta, writer);
   // The checkpoint first: it is the truth a resume starts from (see trainer.h).
@@ -361,8 +408,12 @@ TrainerResult Trainer::run() {
     state.early_stopping = stopper.state();
     state.loss_scale = scaler.enabled() ? scaler.scale() : 0;
     state.loss_scale_clean = scaler.enabled() ? scaler.clean_updates() : 0;
+    // Only under a budget: a run without one writes the same bytes however long it took.
+    if (budget.enabled()) state.train_seconds = budget.seconds();
     graph.trim();  // the host copies of the checkpoint need not stack on the step's memory
+    const Clock::time_point start = Clock::now();
     files.save(state, adam);
+    budget.add_save(std::chrono::duration<double>(Clock::now() - start).count());
   };
   if (result.resumed) files.catch_up_models(state.update, quiet);
 
@@ -391,10 +442,10 @@ TrainerResult Trainer::run() {
   };
   double lr = 0;
   bool done = false;
-  while (!done && !schedule.finished(state.update)) {
+  while (!done && !schedule.finished(state.update) && !budget.spent()) {
     lr = lr_schedule(state.update + 1);
     const UpdateStep::Result update =
-        step.run(next_batch, lr, [&]() { return signals.stop_requested(); });
+        step.run(next_batch, lr, [&]() { return signals.stop_requested() || budget.spent(); });
     if (!update.complete) done = true;
     if (update.tokens == 0) break;  // the same on every process: they all read every batch
     const AdamStepInfo& info = update.adam;
@@ -431,20 +482,33 @@ TrainerResult Trainer::run() {
                quiet);
       span.restart();
     }
-    if (schedule.validation(state.update) &&
-        validate(validator ? &*validator : nullptr, model, epoch, state.update, graph, smoothing,
-                 stopper, world, files, result, quiet)) {
-      result.early_stopped = true;
-      done = true;
+    if (schedule.validation(state.update)) {
+      const Clock::time_point start = Clock::now();
+      if (validate(validator ? &*validator : nullptr, model, epoch, state.update, graph, smoothing,
+                   stopper, world, files, result, quiet)) {
+        result.early_stopped = true;
+        done = true;
+      }
+      budget.add_validation(std::chrono::duration<double>(Clock::now() - start).count());
     }
+    if (plan_by_time && !planned && state.update >= lr_options.warmup) plan_from_pace();
     if (schedule.save(state.update)) save();
     if (o.after_update) o.after_update(state.update);
-    if (ranks > 1 ? update.stop : signals.stop_requested()) {
-      if (!quiet)
-        log(signals.signal() ? str("stopping on signal ", signals.signal())
-                             : std::string("stopping on a signal to another process"),
-            ": saving a checkpoint");
-      result.interrupted = true;
+    if (ranks > 1 ? update.stop : signals.stop_requested() || budget.spent()) {
+      if (signals.signal() || !budget.spent()) {
+        if (!quiet)
+          log(signals.signal() ? str("stopping on signal ", signals.signal())
+                               : std::string("stopping on a signal to another process"),
+              ": saving a checkpoint");
+        result.interrupted = true;
+      } else if (!quiet) {
+        const bool early = planned && state.update < schedule.after_updates;
+        log("--after-minutes ", o.after_minutes, " reached at update ", grouped(state.update),
+            early ? str(", before the planned ", grouped(schedule.after_updates),
+                        ": the machine ran slower than in the warm-up, so the rate is ",
+                        scientific(lr), ", not 0")
+                  : std::string());
+      }
       done = true;
     }
   }

@@ -89,6 +89,10 @@ struct TrainerOptions {
 
   int64_t after_epochs = 0;   // 0: no limit
   int64_t after_updates = 0;  // total updates (a resumed run counts those done before)
+  // --after-minutes: stop once the training loop has run this long (a resumed run counts the
+  // time before it); with the linear schedule, its last update is planned from the warm-up's
+  // pace (train/time_budget.h). 0: no limit.
+  double after_minutes = 0;
   int64_t disp_freq = 1000;
   int64_t save_freq = 10000;
   int64_t valid_freq = 10000;

@@ -7,14 +7,21 @@
 namespace tx::train {
 
 nlohmann::json TrainingState::to_json() const {
-  return {{"update", update},
-          {"epoch", epoch},
-          {"data_position", data_position},
-          {"rng_seed", rng_seed},
-          {"rng_counter", rng_counter},
-          {"early_stopping", early_stopping.to_json()},
-          {"loss_scale", loss_scale},
-          {"loss_scale_clean", loss_scale_clean}};
+  nlohmann::json j = {{"update", update},
+                      {"epoch", epoch},
+                      {"data_position", data_position},
+                      {"rng_seed", rng_seed},
+                      {"rng_counter", rng_counter},
+                      {"early_stopping", early_stopping.to_json()},
+                      {"loss_scale", loss_scale},
+                      {"loss_scale_clean", loss_scale_clean}};
+  // Only a run with --after-minutes has them: the others' checkpoints keep their bytes.
+  if (train_seconds > 0 || time_last_update > 0) {
+    j["train_seconds"] = train_seconds;
+    j["time_last_update"] = time_last_update;
+    j["time_budget_minutes"] = time_budget_minutes;
+  }
+  return j;
 }
 
 TrainingState TrainingState::from_json(const nlohmann::json& j, const std::string& where) {
@@ -38,6 +45,9 @@ TrainingState TrainingState::from_json(const nlohmann::json& j, const std::strin
     s.rng_counter = field(key = "rng_counter").get<uint64_t>();
     if (j.contains(key = "loss_scale")) s.loss_scale = j.at(key).get<double>();
     if (j.contains(key = "loss_scale_clean")) s.loss_scale_clean = j.at(key).get<int64_t>();
+    if (j.contains(key = "train_seconds")) s.train_seconds = j.at(key).get<double>();
+    if (j.contains(key = "time_last_update")) s.time_last_update = j.at(key).get<int64_t>();
+    if (j.contains(key = "time_budget_minutes")) s.time_budget_minutes = j.at(key).get<double>();
   } catch (const nlohmann::json::exception&) {
     throw Error(str(where, ": the training state's '", key, "' = ", j.at(key).dump(),
                     " has the wrong type; the checkpoint is damaged"));
@@ -52,7 +62,8 @@ bool TrainingState::operator==(const TrainingState& o) const {
          rng_seed == o.rng_seed && rng_counter == o.rng_counter && a.metric == b.metric &&
          a.has_best == b.has_best && a.best == b.best && a.stalled == b.stalled &&
          a.validations == b.validations && loss_scale == o.loss_scale &&
-         loss_scale_clean == o.loss_scale_clean;
+         loss_scale_clean == o.loss_scale_clean && train_seconds == o.train_seconds &&
+         time_last_update == o.time_last_update && time_budget_minutes == o.time_budget_minutes;
 }
 
 }  // namespace tx::train

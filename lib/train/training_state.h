@@ -29,6 +29,12 @@ struct TrainingState {
   // clean updates since the scale last changed. Absent from older checkpoints: 0.
   double loss_scale = 0;
   int64_t loss_scale_clean = 0;
+  // --after-minutes (train/time_budget.h): the training loop's seconds so far, and the last
+  // update that the budget of `time_budget_minutes` was planned to hold (0: not planned yet),
+  // so a resumed run keeps the schedule's end. Absent from older checkpoints: 0.
+  double train_seconds = 0;
+  int64_t time_last_update = 0;
+  double time_budget_minutes = 0;
 
   nlohmann::json to_json() const;
   // Throws tx::Error naming `where` and the key for a missing or mistyped field.
