@@ -442,7 +442,9 @@ TrainerResult Trainer::run() {
   };
   double lr = 0;
   bool done = false;
-  while (!done && !schedule.finished(state.update) && !budget.spent()) {
+  // Processes decide on the time together, through the update's stop request: each one's clock
+  // alone could leave the others waiting in the all-reduce.
+  while (!done && !schedule.finished(state.update) && (ranks > 1 || !budget.spent())) {
     lr = lr_schedule(state.update + 1);
     const UpdateStep::Result update =
         step.run(next_batch, lr, [&]() { return signals.stop_requested() || budget.spent(); });
