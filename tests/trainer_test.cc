@@ -197,7 +197,9 @@ TEMPLATE_TEST_CASE("trainer: --after-minutes ends the linear schedule where the 
   INFO("planned last update " << last << ", ran " << r.updates);
   CHECK(last > brief.lr.warmup);
   CHECK(r.updates <= last);
-  CHECK(planned.at("train_seconds").get<double>() >= 9.0);
+  // It ends at its planned update or, if the machine slowed down after the warm-up, when the
+  // time is spent (a machine that sped up reaches the planned update early).
+  CHECK((r.updates == last || planned.at("train_seconds").get<double>() >= 9.0));
   const auto rates = logged_rates(brief.model_dir);
   REQUIRE(int64_t(rates.size()) == r.updates);
   const double peak = 4e-3;
