@@ -380,8 +380,8 @@ TrainerResult Trainer::run() {
     if (!quiet)
       log("--after-minutes ", o.after_minutes, ": ", grouped(state.update), " updates in ",
           fixed(budget.seconds(), 0), " s, so the learning rate comes down to 0 at update ",
-          grouped(std::min(last, schedule.after_updates)), " (--after-updates ",
-          std::min(last, schedule.after_updates), " repeats this schedule)");
+          grouped(schedule.after_updates), " (--after-updates ", schedule.after_updates,
+          " repeats this schedule)");
   };
   if (plan_by_time) {
     if (state.time_last_update > 0 && state.time_budget_minutes == o.after_minutes)
