@@ -11,6 +11,7 @@
 # directories override them, e.g. `run.sh data work --after-epochs 5`.
 # TX_BIN: where the programs are (default: build/apps of this repository). AVERAGE: how many
 # snapshots to average (default 3, at most config.json's keep-last). BEAM: default 5.
+# NORMALIZE: tx-translate's length normalisation (default 1.8, chosen on val).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -25,6 +26,7 @@ done
 mkdir -p "$work"
 average="${AVERAGE:-3}"
 beam="${BEAM:-5}"
+normalize="${NORMALIZE:-1.8}"
 
 start=$(date +%s)
 "$bin/tx-train" --config "$here/config.json" "$@" \
@@ -39,12 +41,12 @@ vocab="$work/model/vocab.spm"
 for model in averaged model; do
   for b in "$beam" 1; do
     "$bin/tx-translate" -m "$work/model/$model.safetensors" -v "$vocab" --beam-size "$b" \
-      --quiet < "$data/test2016.en" > "$work/test2016.$model.beam$b.de"
+      --normalize "$normalize" --quiet < "$data/test2016.en" > "$work/test2016.$model.beam$b.de"
   done
 done
 # val, translated as test2016's line is: the figure that choices between configurations use.
 "$bin/tx-translate" -m "$work/model/averaged.safetensors" -v "$vocab" --beam-size "$beam" \
-  --quiet < "$data/val.en" > "$work/val.averaged.beam$beam.de"
+  --normalize "$normalize" --quiet < "$data/val.en" > "$work/val.averaged.beam$beam.de"
 translated=$(date +%s)
 
 {
