@@ -219,6 +219,42 @@ TEMPLATE_TEST_CASE("trainer: --after-minutes ends the linear schedule where the 
   CHECK(training_state(brief.model_dir).at("time_last_update").get<int64_t>() == last);
 }
 
+TEMPLATE_TEST_CASE("trainer: --after-minutes on a run resumed from one without a budget",
+                   "[trainer]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  // The checkpoint of a run without --after-minutes holds no training time, so no pace to plan
+  // from: the rate keeps the line to the updates' limit (the same bytes as a resume without
+  // the budget), and without a limit it is an error rather than a plan from a pace of zero.
+  auto first_part = [&](TempDir& dir) {
+    TrainerOptions o = tiny_options(dir);
+    o.lr.schedule = "linear";
+    o.lr.lr = 4e-3;
+    o.lr.warmup = 4;
+    o.after_updates = 6;
+    Trainer(*be, o).run();
+    return o;
+  };
+  TempDir plain_dir, timed_dir, open_dir;
+  TrainerOptions plain = first_part(plain_dir);
+  plain.after_updates = 12;
+  CHECK(Trainer(*be, plain).run().updates == 12);
+  TrainerOptions timed = first_part(timed_dir);
+  timed.after_updates = 12;
+  timed.after_minutes = 60;
+  CHECK(Trainer(*be, timed).run().updates == 12);
+  CHECK(tx::test::slurp(Trainer::model_path(plain.model_dir)) ==
+        tx::test::slurp(Trainer::model_path(timed.model_dir)));
+  CHECK(training_state(timed.model_dir).at("time_last_update").get<int64_t>() == 12);
+
+  TrainerOptions open = first_part(open_dir);
+  open.after_updates = 0;
+  open.after_minutes = 0.05;
+  const std::string e = error_of([&] { Trainer(*be, open).run(); });
+  CHECK(e.find("its pace is unknown") != std::string::npos);
+  CHECK(e.find("--after-updates N") != std::string::npos);
+  CHECK(e.find('\n') == std::string::npos);
+}
+
 TEMPLATE_TEST_CASE(
     "trainer: the log's gNorm is the norm before clipping, and counts clipped updates", "[trainer]",
     TX_BACKENDS) {

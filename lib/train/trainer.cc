@@ -386,15 +386,32 @@ TrainerResult Trainer::run() {
   if (plan_by_time) {
     if (state.time_last_update > 0 && state.time_budget_minutes == o.after_minutes)
       end_schedule_at(state.time_last_update);  // a resumed run keeps its plan
-    else if (state.update >= lr_options.warmup)
-      plan_from_pace();  // resumed past the warm-up with another (or a first) budget
+    else if (state.update >= lr_options.warmup && state.train_seconds > 0)
+      plan_from_pace();  // resumed past the warm-up with another budget
+    else if (state.update >= lr_options.warmup) {
+      // Resumed past the warm-up from a run without a budget: its pace is unknown, so the
+      // rate keeps the line to the epochs' or updates' limit and the minutes only stop it.
+      TX_CHECK(limit_updates > 0, "--after-minutes cannot plan the linear schedule from '", ckpt,
+               "': it was written without --after-minutes, so its pace is unknown; add "
+               "--after-epochs N or --after-updates N for the rate's end");
+      state.time_last_update = limit_updates;
+      state.time_budget_minutes = o.after_minutes;
+      end_schedule_at(limit_updates);
+      if (!quiet)
+        log("--after-minutes ", o.after_minutes,
+            ": the checkpoint holds no training time, so "
+            "the learning rate comes down to 0 at update ",
+            grouped(limit_updates),
+            " (the limit) and the minutes, counted from now, may stop the run before it");
+    }
   }
   if (!quiet) {
     std::string rate = lr_schedule.describe();
     if (plan_by_time && !planned)
       rate = str("linear(lr=", lr_options.lr, ", warmup=", lr_options.warmup,
-                 ", to 0 at the update that --after-minutes ", o.after_minutes,
-                 " holds, planned at the end of the warm-up)");
+                 ", to 0 at the update that --after-minutes ", o.after_minutes, " holds",
+                 limit_updates > 0 ? str(" or at ", grouped(limit_updates), " if sooner") : "",
+                 ", planned at the end of the warm-up)");
     log_set_up(o, params, config, rate, be_, scaler, smoothing, world);
   }
 
