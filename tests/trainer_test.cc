@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -143,6 +144,16 @@ TEST_CASE("trainer: --after-minutes plans the last update from the pace so far",
   const int64_t last = budget.last_update(100, 20, 50);
   CHECK(last == 100 + 312);
   CHECK(budget.last_update(100, 20, 0) > last);  // no validations to come: more updates
+
+  // Resumed from a checkpoint without training time: the pace is this process's updates' only.
+  tx::train::TimeBudget untimed(1.0, 0.0, 100);
+  CHECK(untimed.last_update(100, 0, 0) == 100);  // none timed yet: no pace
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // 10 updates in >= 50 ms: >= 5 ms each, so at most 60 / 0.005 = 12,000 more (counting the
+  // 100 untimed ones as well would allow 10x that).
+  const int64_t planned = untimed.last_update(110, 0, 0);
+  CHECK(planned > 110);
+  CHECK(planned <= 110 + 12000);
 }
 
 nlohmann::json training_state(const std::string& model_dir) {

@@ -5,9 +5,10 @@
 
 namespace tx::train {
 
-TimeBudget::TimeBudget(double minutes, double seconds_before)
+TimeBudget::TimeBudget(double minutes, double seconds_before, int64_t updates_before)
     : budget_s_(minutes > 0 ? minutes * 60 : 0),
       before_s_(seconds_before),
+      untimed_updates_(seconds_before > 0 ? 0 : std::max<int64_t>(updates_before, 0)),
       start_(std::chrono::steady_clock::now()) {}
 
 double TimeBudget::seconds() const {
@@ -16,9 +17,10 @@ double TimeBudget::seconds() const {
 }
 
 int64_t TimeBudget::last_update(int64_t updates_done, int64_t save_freq, int64_t valid_freq) const {
-  if (updates_done <= 0) return updates_done;
+  const int64_t timed = updates_done - untimed_updates_;
+  if (timed <= 0) return updates_done;  // no pace yet
   const double elapsed = seconds();
-  const double steps = std::max(elapsed - save_s_ - valid_s_, 0.0) / double(updates_done);
+  const double steps = std::max(elapsed - save_s_ - valid_s_, 0.0) / double(timed);
   double per_update = steps;
   if (saves_ > 0 && save_freq > 0) per_update += save_s_ / double(saves_) / double(save_freq);
   if (validations_ > 0 && valid_freq > 0)

@@ -11,7 +11,9 @@ namespace tx::train {
 class TimeBudget {
  public:
   // minutes <= 0: no budget. `seconds_before`: the training time of the runs this one resumes.
-  TimeBudget(double minutes, double seconds_before);
+  // `updates_before`: their updates; when their time is unknown (0 s: a checkpoint written
+  // without a budget), the pace is taken from this process's updates alone.
+  TimeBudget(double minutes, double seconds_before, int64_t updates_before = 0);
 
   bool enabled() const { return budget_s_ > 0; }
   // The training loop's seconds so far, the earlier runs' included.
@@ -28,6 +30,7 @@ class TimeBudget {
 
  private:
   double budget_s_, before_s_;
+  int64_t untimed_updates_;  // updates before this process whose time is unknown
   double save_s_ = 0, valid_s_ = 0;
   int64_t saves_ = 0, validations_ = 0;
   std::chrono::steady_clock::time_point start_;

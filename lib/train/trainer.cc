@@ -357,7 +357,7 @@ TrainerResult Trainer::run() {
       !quiet)
     log("the checkpoint has no smoothed weights: smoothing starts from its weights");
   // ---- --after-minutes ----------------------------------------------------------------------
-  TimeBudget budget(o.after_minutes, state.train_seconds);
+  TimeBudget budget(o.after_minutes, state.train_seconds, state.update);
   bool planned = false;  // the linear schedule's last update is fixed
   // The linear schedule to `last` (the epochs' or updates' limit if it comes first), and the
   // run's stop there.
