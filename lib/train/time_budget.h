@@ -19,6 +19,8 @@ class TimeBudget {
   // The training loop's seconds so far, the earlier runs' included.
   double seconds() const;
   bool spent() const { return enabled() && seconds() >= budget_s_; }
+  // Whether the earlier runs' training time is known (or there were none): their pace counts.
+  bool earlier_time_known() const { return untimed_updates_ == 0; }
   // Seconds of this process that went to a checkpoint save or a validation: they recur every
   // save_freq and valid_freq updates, so the plan spreads them over those updates.
   void add_save(double s) { save_s_ += s, ++saves_; }

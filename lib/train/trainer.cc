@@ -386,7 +386,7 @@ TrainerResult Trainer::run() {
   if (plan_by_time) {
     if (state.time_last_update > 0 && state.time_budget_minutes == o.after_minutes)
       end_schedule_at(state.time_last_update);  // a resumed run keeps its plan
-    else if (state.update >= lr_options.warmup && state.train_seconds > 0)
+    else if (state.update >= lr_options.warmup && budget.earlier_time_known())
       plan_from_pace();  // resumed past the warm-up with another budget
     else if (state.update >= lr_options.warmup) {
       // Resumed past the warm-up from a run without a budget: its pace is unknown, so the
