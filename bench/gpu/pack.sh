@@ -23,5 +23,6 @@ ldd .devcarry/pack/bin/* | awk '/=> \// {print $3}' | sort -u | while read -r li
 done
 tar cJf .devcarry/payload.tar.xz -C .devcarry/pack bin lib
 rm -rf .devcarry/pack
-cp -r "$data" .devcarry/data/
+# The files themselves, not the folder: DATA_DIR on the device is .devcarry/data.
+cp -r "$data"/. .devcarry/data/
 du -sh .devcarry
