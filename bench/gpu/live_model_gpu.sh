@@ -11,6 +11,8 @@
 # $OUT, timeout_s about 540. TRAIN_SECONDS (default 360) caps the training: tx-train is then
 # stopped by SIGTERM and saves. Back here: `int8_pieces.py unpack OUT model.safetensors`,
 # tx_to_marian.py with WORK/M/model.npz as the template, and `marian.py compare`.
+# TRAIN_TARGET (default DATA_DIR/train.de): the German side to train on, e.g. the recipe model's
+# translations of train.en (sequence-level distillation, bench/gpu/README.md).
 set -u
 payload="$1" data="$2" vocab="$3" out="$4"
 root="$PWD"
@@ -21,11 +23,11 @@ bin=/work/main/build/apps
 m=/tmp/live
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$out/run.txt"
 timeout -s TERM "${TRAIN_SECONDS:-360}" "$bin/tx-train" --device cuda -v "$vocab" "$vocab" \
-  --train-sets "$data/train.en" "$data/train.de" --valid-sets "$data/val.en" "$data/val.de" \
+  --train-sets "$data/train.en" "${TRAIN_TARGET:-$data/train.de}" --valid-sets "$data/val.en" "$data/val.de" \
   -m "$m" --enc-layers 6 --dec-layers 6 --d-model 512 --d-ff 2048 --heads 8 \
   --ffn-activation swish --positions halves --output-bias --norm-eps 1e-6 --tied-embeddings all \
-  --after-epochs "${EPOCHS:-40}" --lr-schedule linear --learn-rate "${LEARN_RATE:-0.0007}" \
-  --lr-warmup "${WARMUP:-1000}" --clip-norm 5 --dropout "${DROPOUT:-0.3}" \
+  --after-epochs "${EPOCHS:-40}" --lr-schedule linear --learn-rate "${LEARN_RATE:-0.0005}" \
+  --lr-warmup "${WARMUP:-800}" --clip-norm 5 --dropout "${DROPOUT:-0.3}" \
   --attention-dropout "${ATTENTION_DROPOUT:-0.1}" --relu-dropout "${RELU_DROPOUT:-0.1}" \
   --label-smoothing 0.1 --max-tokens "${MAX_TOKENS:-4096}" --valid-freq 500 --save-freq 500 \
   --early-stopping 0 --disp-freq 100 --seed 1 2> "$out/train.log"

@@ -5,7 +5,9 @@
 #
 #   bench/peers/live_model.sh WORK [EPOCHS=16] [LEARN_RATE=0.0008]
 #
-# 1. WORK/M: `marian.py train --init` (pymarian: the vocabulary and the initial weights, ~2 min);
+# 1. WORK/M: `marian.py train --init` (pymarian: the vocabulary and the initial weights, ~2 min;
+#    INIT=tx trains from tx's initialisation instead, WORK/M then gives the vocabulary and the
+#    template of step 3);
 # 2. WORK/FT: tx-train from WORK/M/model.npz, the linear schedule to EPOCHS epochs (peak
 #    LEARN_RATE after WARMUP (800) warm-up updates, DROPOUT 0.3, ATTENTION_DROPOUT and
 #    RELU_DROPOUT 0.1, label smoothing 0.1, 4,096 padded tokens a batch, clip 5); a run resumed
@@ -13,7 +15,8 @@
 #    at dropout 0.1 with no attention or ReLU dropout and 250 warm-up updates, overfitted:
 #    README.md);
 #    started again with the same WORK it resumes from its last checkpoint, so it can span
-#    sessions (about 5.5 s an update on 2 cores, 124 updates an epoch);
+#    sessions (about 5.5 s an update on 2 cores, 124 updates an epoch); TRAIN_TARGET (default
+#    DATA/train.de) is the German side to train on, e.g. a distillation's (bench/peers/README.md);
 # 3. WORK/LIVE: model.npz (tx_to_marian.py, WORK/M's as the template) and vocab.spm, and the
 #    test2016 BLEU of tx-translate on it (beam 5), ready for
 #    `marian.py compare WORK/LIVE [--hf-dir WORK/hf --make-hf]`.
@@ -28,8 +31,14 @@ epochs="${2:-16}"
 lr="${3:-0.0008}"
 mkdir -p "$work"
 [ -f "$work/M/model.npz" ] || "$py" "$here/marian.py" train "$work/M" --init
-"$bin/tx-train" --pretrained-model "$work/M/model.npz" -v "$work/M/vocab.spm" "$work/M/vocab.spm" \
-  --train-sets "$data/train.en" "$data/train.de" --valid-sets "$data/val.en" "$data/val.de" \
+if [ "${INIT:-marian}" = marian ]; then
+  init=(--pretrained-model "$work/M/model.npz")
+else # tx's initialisation, Marian's layout (what bench/gpu/live_model_gpu.sh trains)
+  init=(--enc-layers 6 --dec-layers 6 --d-model 512 --d-ff 2048 --heads 8 --ffn-activation swish
+    --positions halves --output-bias --norm-eps 1e-6 --tied-embeddings all)
+fi
+"$bin/tx-train" "${init[@]}" -v "$work/M/vocab.spm" "$work/M/vocab.spm" \
+  --train-sets "$data/train.en" "${TRAIN_TARGET:-$data/train.de}" --valid-sets "$data/val.en" "$data/val.de" \
   -m "$work/FT" --after-epochs "$epochs" --lr-schedule linear --learn-rate "$lr" \
   --lr-warmup "${WARMUP:-800}" --clip-norm 5 --dropout "${DROPOUT:-0.3}" \
   --attention-dropout "${ATTENTION_DROPOUT:-0.1}" --relu-dropout "${RELU_DROPOUT:-0.1}" \
