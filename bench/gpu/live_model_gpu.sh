@@ -19,13 +19,13 @@ root="$PWD"
 data="$(cd "$data" && pwd)"
 vocab="$(cd "$(dirname "$vocab")" && pwd)/$(basename "$vocab")"
 source "$(dirname "$0")/device_setup.sh"
+source "$root/bench/peers/live_arch.sh"
 bin=/work/main/build/apps
 m=/tmp/live
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$out/run.txt"
 timeout -s TERM "${TRAIN_SECONDS:-360}" "$bin/tx-train" --device cuda -v "$vocab" "$vocab" \
   --train-sets "$data/train.en" "${TRAIN_TARGET:-$data/train.de}" --valid-sets "$data/val.en" "$data/val.de" \
-  -m "$m" --enc-layers 6 --dec-layers 6 --d-model 512 --d-ff 2048 --heads 8 \
-  --ffn-activation swish --positions halves --output-bias --norm-eps 1e-6 --tied-embeddings all \
+  -m "$m" "${live_arch[@]}" \
   --after-epochs "${EPOCHS:-40}" --lr-schedule linear --learn-rate "${LEARN_RATE:-0.0005}" \
   --lr-warmup "${WARMUP:-800}" --clip-norm 5 --dropout "${DROPOUT:-0.3}" \
   --attention-dropout "${ATTENTION_DROPOUT:-0.1}" --relu-dropout "${RELU_DROPOUT:-0.1}" \

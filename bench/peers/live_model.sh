@@ -31,12 +31,11 @@ epochs="${2:-16}"
 lr="${3:-0.0008}"
 mkdir -p "$work"
 [ -f "$work/M/model.npz" ] || "$py" "$here/marian.py" train "$work/M" --init
-if [ "${INIT:-marian}" = marian ]; then
-  init=(--pretrained-model "$work/M/model.npz")
-else # tx's initialisation, Marian's layout (what bench/gpu/live_model_gpu.sh trains)
-  init=(--enc-layers 6 --dec-layers 6 --d-model 512 --d-ff 2048 --heads 8 --ffn-activation swish
-    --positions halves --output-bias --norm-eps 1e-6 --tied-embeddings all)
-fi
+case "${INIT:-marian}" in
+  marian) init=(--pretrained-model "$work/M/model.npz") ;;
+  tx) source "$here/live_arch.sh" && init=("${live_arch[@]}") ;;
+  *) echo "live_model.sh: error: INIT is '$INIT'; give marian or tx" >&2 && exit 2 ;;
+esac
 "$bin/tx-train" "${init[@]}" -v "$work/M/vocab.spm" "$work/M/vocab.spm" \
   --train-sets "$data/train.en" "${TRAIN_TARGET:-$data/train.de}" --valid-sets "$data/val.en" "$data/val.de" \
   -m "$work/FT" --after-epochs "$epochs" --lr-schedule linear --learn-rate "$lr" \
