@@ -80,6 +80,7 @@ Vocab Vocab::pieces(const std::string& spm, const std::string& table) {
   v.path_ = table;
   v.load_spm(spm, "the Hugging Face directory needs source.spm and target.spm");
   v.read_table(table);
+  v.unk_text_ = false;
   return v;
 }
 
@@ -267,7 +268,8 @@ std::string Vocab::decode(const int32_t* ids, size_t count) const {
     // Special tokens give no text, as SentencePiece's decoding of tx's ids.
     std::vector<std::string> pieces;
     for (int id : v)
-      if (id != eos_ && id != pad_ && id != bos_) pieces.push_back(table_[id]);
+      if (id != eos_ && id != pad_ && id != bos_ && (unk_text_ || id != unk_))
+        pieces.push_back(table_[id]);
     if (!sp_) {
       for (size_t i = 0; i < pieces.size(); ++i) text += (i ? " " : "") + pieces[i];
       return text;

@@ -63,8 +63,9 @@ class Vocab {
   // SentencePiece model.
   std::vector<int32_t> sample(std::string_view line, float alpha) const;
   bool has_sentencepiece() const { return sp_ != nullptr; }
-  // The text of ids. pad, bos and eos give no text; unk gives " ⁇ ". Throws tx::Error for an id
-  // outside [0, size()).
+  // The text of ids. pad, bos and eos give no text; unk gives " ⁇ ", or no text for a Hugging
+  // Face vocabulary (pieces(): as MarianTokenizer decodes with skip_special_tokens, the way
+  // transformers' translation pipeline does). Throws tx::Error for an id outside [0, size()).
   std::string decode(const std::vector<int32_t>& ids) const;
   std::string decode(const int32_t* ids, size_t count) const;
   // The piece of one id ("▁Haus"), for debugging and n-best output.
@@ -91,6 +92,7 @@ class Vocab {
   std::vector<std::string> table_;                             // id -> piece, when a table numbers
   std::unordered_map<std::string, int32_t> index_;             // piece -> id
   int32_t pad_ = kPadId, unk_ = kUnkId, bos_ = kBosId, eos_ = kEosId;
+  bool unk_text_ = true;  // false: unk gives no text (MarianTokenizer's skip_special_tokens)
 };
 
 }  // namespace tx::data
