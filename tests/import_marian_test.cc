@@ -372,14 +372,12 @@ TEST_CASE("Hugging Face model: aligns as marian-decoder does on its Marian model
   CHECK(marian.config.aligned_layer() == marian.config.decoder_layers - 1);
 }
 
-TEST_CASE("Hugging Face vocabulary: <unk> gives no text, as MarianTokenizer decodes",
-          "[import]") {
+TEST_CASE("Hugging Face vocabulary: <unk> gives no text, as MarianTokenizer decodes", "[import]") {
   // The fixture's target side; the expected strings are transformers 4.44.2's
   // `MarianTokenizer.decode(ids, skip_special_tokens=True)` of the same ids (1 is <unk>, 0 </s>,
   // 2 the bare "▁" piece, 24 "f").
   const std::string base = fixture("opus-mt/hf");
-  const tx::data::Vocab vocab =
-      tx::data::Vocab::pieces(base + "/target.spm", base + "/vocab.json");
+  const tx::data::Vocab vocab = tx::data::Vocab::pieces(base + "/target.spm", base + "/vocab.json");
   REQUIRE(vocab.unk_id() == 1);
   CHECK(vocab.decode({32, 1, 56, 0}) == "Ein Mann");
   CHECK(vocab.decode({32, 2, 1, 56, 0}) == "Ein  Mann");

@@ -15,6 +15,9 @@
 # none: one run, "a:". Defaults: 40 epochs, a linear schedule peaking at 5e-4 after 800
 # updates, dropout 0.3 (attention and ReLU 0.1), label smoothing 0.1, 4,096 tokens, TF32 GEMMs
 # (--tf32; the weights stay fp32), validation BLEU (beam 5) and cross-entropy every 500 updates.
+# A variant whose FLAGS hold @kd trains on a teacher's translations of train.en (TEACHER=1,
+# below). A variant whose model folder is still there (a second call on the warm machine)
+# resumes from its checkpoint; a larger --after-epochs goes on along the new schedule.
 #
 # Here first: bench/gpu/pack.sh, then copy the live run's vocab.spm (WORK/M of
 # bench/peers/live_model.sh) into .devcarry/. The device call: carry .devcarry, run this with
@@ -31,37 +34,70 @@ variants=("$@")
 root="$PWD"
 data="$(cd "$data" && pwd)"
 vocab="$(cd "$(dirname "$vocab")" && pwd)/$(basename "$vocab")"
-source "$(dirname "$0")/device_setup.sh"
+device="${DEVICE:-cuda}"  # cpu: a smoke test of this script here, with build/ as it is
+if [ "$device" = cuda ]; then
+  source "$(dirname "$0")/device_setup.sh"
+else
+  mkdir -p "$out"
+fi
 source "$root/bench/peers/live_arch.sh"
 bin=/work/main/build/apps
 export OMP_WAIT_POLICY=passive
-device="${DEVICE:-cuda}"  # cpu: a smoke test of this script on a machine without a GPU
 tf32=(--tf32) py="${PYTHON:-python3}"
 [ "$device" = cuda ] || tf32=()
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$out/run.txt"
+
+if [ -z "${TEACHER:-}" ] && [[ " ${variants[*]} " == *" @kd "* || " ${variants[*]} " == *":@kd "* ]]; then
+  echo "live_model_gpu.sh: a variant trains on @kd; set TEACHER=1" | tee -a "$out/run.txt" && exit 2
+fi
 
 (cd /work/main && timeout -k 5 150 build/tests/tx_tests "*tx::test::Cuda,[cuda],[oracle]" \
   > "$out/tests.log" 2>&1; echo "[tests rc $?]" >> "$out/tests.log") &
 tests=$!
 
+# TEACHER=1: sequence-level distillation. The recipe's model (examples/multi30k/config.json,
+# its own vocabulary learned on the fly) is trained here first and translates train.en (beam 5,
+# --normalize 1.8, as the recipe decodes); a variant whose FLAGS hold @kd trains on those
+# translations. TEACHER_FLAGS adds tx-train flags (a smoke test's --after-updates).
+kd=""
+if [ -n "${TEACHER:-}" ]; then
+  t=/tmp/teacher kd=/tmp/train.kd.de
+  # shellcheck disable=SC2086  # TEACHER_FLAGS is a list of words
+  [ -f "$t/model.safetensors" ] || timeout -s TERM "${TEACHER_SECONDS:-150}" "$bin/tx-train" \
+    --config "$root/examples/multi30k/config.json" --device "$device" "${tf32[@]}" \
+    --cpu-threads 8 --train-sets "$data/train.en" "$data/train.de" \
+    --valid-sets "$data/val.en" "$data/val.de" -m "$t" ${TEACHER_FLAGS:-} 2> "$out/teacher.log"
+  [ -f "$t/model.safetensors" ] || { echo "teacher: no model; see teacher.log" >> "$out/run.txt";
+    tar czf "$out/logs.tgz" -C "$out" teacher.log tests.log; cat "$out/run.txt"; exit 1; }
+  for f in test2016 train; do
+    "$bin/tx-translate" --device "$device" -m "$t/model.safetensors" -v "$t/vocab.spm" \
+      --beam-size 5 --normalize 1.8 --quiet < "$data/$f.en" > "/tmp/$f.kd.de"
+    echo "teacher, $f: $("$bin/tx-score" -r "$data/$f.de" --metrics bleu --quiet \
+      < "/tmp/$f.kd.de")" >> "$out/run.txt"
+  done
+fi
+
 pids=()
 for v in "${variants[@]}"; do
-  name="${v%%:*}" flags="${v#*:}"
+  name="${v%%:*}" flags="${v#*:}" target="${TRAIN_TARGET:-$data/train.de}"
   m="/tmp/live.$name"
+  if [[ " $flags " == *" @kd "* ]]; then
+    flags="${flags//@kd/}" target="$kd"
+  fi
   for d in "--after-epochs 40" "--learn-rate 0.0005" "--lr-warmup 800" "--dropout 0.3" \
     "--valid-freq 500"; do
     [[ " $flags " == *" ${d% *} "* ]] || flags+=" $d"
   done
   # shellcheck disable=SC2086  # FLAGS is a list of words
   timeout -s TERM "${TRAIN_SECONDS:-330}" "$bin/tx-train" --device "$device" "${tf32[@]}" --cpu-threads 4 \
-    -v "$vocab" "$vocab" --train-sets "$data/train.en" "${TRAIN_TARGET:-$data/train.de}" \
+    -v "$vocab" "$vocab" --train-sets "$data/train.en" "$target" \
     --valid-sets "$data/val.en" "$data/val.de" -m "$m" "${live_arch[@]}" \
     --lr-schedule linear --clip-norm 5 --attention-dropout 0.1 --relu-dropout 0.1 \
     --label-smoothing 0.1 \
     --max-tokens 4096 --valid-metrics bleu cross-entropy --beam-size 5 \
     --save-freq 500 --early-stopping 0 --disp-freq 100 --seed 1 $flags \
     2> "$out/train.$name.log" &
-  echo "$flags" > "$out/flags.$name.txt"
+  echo "$flags (trains on $(basename "$target"))" > "$out/flags.$name.txt"
   pids+=($!)
 done
 for i in "${!pids[@]}"; do
