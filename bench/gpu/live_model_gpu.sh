@@ -91,11 +91,9 @@ for v in "${variants[@]}"; do
   # shellcheck disable=SC2086  # FLAGS is a list of words
   timeout -s TERM "${TRAIN_SECONDS:-330}" "$bin/tx-train" --device "$device" "${tf32[@]}" --cpu-threads 4 \
     -v "$vocab" "$vocab" --train-sets "$data/train.en" "$target" \
-    --valid-sets "$data/val.en" "$data/val.de" -m "$m" "${live_arch[@]}" \
-    --lr-schedule linear --clip-norm 5 --attention-dropout 0.1 --relu-dropout 0.1 \
-    --label-smoothing 0.1 \
-    --max-tokens 4096 --valid-metrics bleu cross-entropy --beam-size 5 \
-    --save-freq 500 --early-stopping 0 --disp-freq 100 --seed 1 $flags \
+    --valid-sets "$data/val.en" "$data/val.de" -m "$m" "${live_arch[@]}" "${live_train[@]}" \
+    --attention-dropout 0.1 --relu-dropout 0.1 --valid-metrics bleu cross-entropy --beam-size 5 \
+    --save-freq 500 --disp-freq 100 $flags \
     2> "$out/train.$name.log" &
   echo "$flags (trains on $(basename "$target"))" > "$out/flags.$name.txt"
   pids+=($!)

@@ -31,17 +31,18 @@ epochs="${2:-16}"
 lr="${3:-0.0008}"
 mkdir -p "$work"
 [ -f "$work/M/model.npz" ] || "$py" "$here/marian.py" train "$work/M" --init
+source "$here/live_arch.sh"
 case "${INIT:-marian}" in
   marian) init=(--pretrained-model "$work/M/model.npz") ;;
-  tx) source "$here/live_arch.sh" && init=("${live_arch[@]}") ;;
+  tx) init=("${live_arch[@]}") ;;
   *) echo "live_model.sh: error: INIT is '$INIT'; give marian or tx" >&2 && exit 2 ;;
 esac
 "$bin/tx-train" "${init[@]}" -v "$work/M/vocab.spm" "$work/M/vocab.spm" \
   --train-sets "$data/train.en" "${TRAIN_TARGET:-$data/train.de}" --valid-sets "$data/val.en" "$data/val.de" \
-  -m "$work/FT" --after-epochs "$epochs" --lr-schedule linear --learn-rate "$lr" \
-  --lr-warmup "${WARMUP:-800}" --clip-norm 5 --dropout "${DROPOUT:-0.3}" \
+  -m "$work/FT" "${live_train[@]}" --after-epochs "$epochs" --learn-rate "$lr" \
+  --lr-warmup "${WARMUP:-800}" --dropout "${DROPOUT:-0.3}" \
   --attention-dropout "${ATTENTION_DROPOUT:-0.1}" --relu-dropout "${RELU_DROPOUT:-0.1}" \
-  --label-smoothing 0.1 --max-tokens 4096 --valid-freq 250 --save-freq 124 --early-stopping 0 --disp-freq 50 --seed 1
+  --valid-freq 250 --save-freq 124 --disp-freq 50
 mkdir -p "$work/LIVE"
 "$py" "$here/tx_to_marian.py" "$work/FT/model.safetensors" "$work/M/model.npz" "$work/LIVE/model.npz"
 cp "$work/M/vocab.spm" "$work/LIVE/vocab.spm"
