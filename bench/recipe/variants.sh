@@ -1,39 +1,70 @@
 #!/usr/bin/env bash
-# The Multi30k recipe (examples/multi30k/config.json) trained once per variant, each a set of
-# tx-train flags on top of the config, and judged on val only: val BLEU (beam 5, sacreBLEU's
-# 13a) of the last model and of the average of the last 3 snapshots (what run.sh ships), and
-# the last validation cross-entropy. For choosing the recipe's options; test2016 is not read.
+# The Multi30k recipe (examples/multi30k/config.json) trained once per variant and seed, each
+# variant a set of tx-train flags on top of the config, and judged on val only: val BLEU (beam
+# 5, --normalize as run.sh, sacreBLEU's 13a) of the last model and of the average of the last
+# 3 snapshots (what run.sh ships), and the last validation cross-entropy; then each variant's
+# mean over the seeds. For choosing the recipe's options; test2016 is not read.
 #
 #   bench/recipe/variants.sh DATA_DIR VOCAB OUT_DIR DEVICE NAME="FLAGS" [NAME="FLAGS" ...]
 #
-# e.g. variants.sh ../shared/data/multi30k vocab.spm out cuda base="" ema="--exponential-smoothing"
-# VOCAB: a joint .spm (the same for every variant, so that only the flags differ).
+# e.g. SEEDS="1 2" JOBS=4 variants.sh ../shared/data/multi30k - out cuda base="" h8="--heads 8"
+# VOCAB: a joint .spm, the same for every run, so that only the flags differ; or - for each run
+# to learn its own on the fly as run.sh does (needed when a variant sets --dim-vocabs).
+# SEEDS: the seeds each variant runs with (default 1). JOBS: runs side by side (default 1; a
+# GPU holds several of the recipe's small model). NORMALIZE: default 1.8, as run.sh.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 bin="${TX_BIN:-$root/build/apps}"
 data="$1" vocab="$2" out="$3" device="$4"
 shift 4
+seeds="${SEEDS:-1}" jobs="${JOBS:-1}" normalize="${NORMALIZE:-1.8}"
 mkdir -p "$out"
-for variant in "$@"; do
-  name="${variant%%=*}" flags="${variant#*=}"
-  dir="$out/$name"
+
+# One run: trains NAME with FLAGS and SEED into OUT/NAME.sSEED, appends its line to summary.txt.
+run() {
+  local name="$1" seed="$2" flags="$3" dir="$out/$1.s$2" log="$out/$1.s$2.log"
+  local v=() vfile
   rm -rf "$dir"
+  [ "$vocab" = - ] || v=(--vocabs "$vocab" "$vocab")
+  local t0 t1 rc
   t0=$(date +%s.%N)
-  # shellcheck disable=SC2086
-  "$bin/tx-train" --config "$root/examples/multi30k/config.json" --device "$device" $flags \
-    --vocabs "$vocab" "$vocab" --train-sets "$data/train.en" "$data/train.de" \
-    --valid-sets "$data/val.en" "$data/val.de" -m "$dir" 2>"$out/$name.log"
+  # shellcheck disable=SC2086  # FLAGS is a list of words
+  "$bin/tx-train" --config "$root/examples/multi30k/config.json" --device "$device" --seed "$seed" \
+    $flags "${v[@]}" --train-sets "$data/train.en" "$data/train.de" \
+    --valid-sets "$data/val.en" "$data/val.de" -m "$dir" 2>"$log"
   rc=$?
   t1=$(date +%s.%N)
-  "$bin/tx-average" --last 3 -m "$dir" -o "$dir/averaged.safetensors" 2>>"$out/$name.log"
-  scores=""
+  if [ "$rc" != 0 ]; then
+    echo "$name seed $seed [$flags]: rc $rc, see $log" >>"$out/summary.txt"
+    return
+  fi
+  vfile="$vocab"
+  [ "$vocab" != - ] || vfile="$dir/vocab.spm"
+  "$bin/tx-average" --last 3 -m "$dir" -o "$dir/averaged.safetensors" 2>>"$log"
+  local scores="" m
   for m in model averaged; do
-    "$bin/tx-translate" -m "$dir/$m.safetensors" -v "$vocab" --device "$device" --beam-size 5 \
-      --quiet <"$data/val.en" >"$dir/val.$m.de" 2>>"$out/$name.log"
+    "$bin/tx-translate" -m "$dir/$m.safetensors" -v "$vfile" --device "$device" --beam-size 5 \
+      --normalize "$normalize" --quiet <"$data/val.en" >"$dir/val.$m.de" 2>>"$log"
     scores+=" $m $("$bin/tx-score" -r "$data/val.de" --metrics bleu --score-only --quiet \
       <"$dir/val.$m.de" | head -1)"
   done
-  echo "$name [$flags]: rc $rc, $(awk "BEGIN{printf \"%.0f\", $t1 - $t0}") s, val BLEU:$scores," \
-    "last $(grep 'cross-entropy :' "$out/$name.log" | tail -1 | grep -o 'Up\. [0-9,]* : cross-entropy : [0-9.]*')" \
-    | tee -a "$out/summary.txt"
+  echo "$name seed $seed [$flags]: rc $rc, $(awk "BEGIN{printf \"%.0f\", $t1 - $t0}") s, val BLEU:$scores," \
+    "last $(grep 'cross-entropy :' "$log" | tail -1 | grep -o 'Up\. [0-9,]* : cross-entropy : [0-9.]*')" \
+    >>"$out/summary.txt"
+}
+
+names=()
+for variant in "$@"; do
+  name="${variant%%=*}" flags="${variant#*=}"
+  names+=("$name")
+  for seed in $seeds; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+    run "$name" "$seed" "$flags" &
+  done
 done
+wait
+# Each variant's mean val BLEU (averaged model) over its seeds, in the order given.
+for name in "${names[@]}"; do
+  grep "^$name seed " "$out/summary.txt" | sed -n 's/.* averaged \([0-9][0-9.]*\),.*/\1/p' |
+    awk -v n="$name" '{s += $1; k++; v = v " " $1} END {if (k) printf "%s: val BLEU (averaged) mean %.2f over %d seeds:%s\n", n, s / k, k, v}'
+done | tee -a "$out/summary.txt"
