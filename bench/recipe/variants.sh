@@ -12,6 +12,7 @@
 # to learn its own on the fly as run.sh does (needed when a variant sets --dim-vocabs).
 # SEEDS: the seeds each variant runs with (default 1). JOBS: runs side by side (default 1; a
 # GPU holds several of the recipe's small model). NORMALIZE: default 1.8, as run.sh.
+# TRAIN_FLAGS: tx-train flags for every run (e.g. --cpu-threads 2 when runs share a machine).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 bin="${TX_BIN:-$root/build/apps}"
@@ -30,7 +31,7 @@ run() {
   t0=$(date +%s.%N)
   # shellcheck disable=SC2086  # FLAGS is a list of words
   "$bin/tx-train" --config "$root/examples/multi30k/config.json" --device "$device" --seed "$seed" \
-    $flags "${v[@]}" --train-sets "$data/train.en" "$data/train.de" \
+    ${TRAIN_FLAGS:-} $flags "${v[@]}" --train-sets "$data/train.en" "$data/train.de" \
     --valid-sets "$data/val.en" "$data/val.de" -m "$dir" 2>"$log"
   rc=$?
   t1=$(date +%s.%N)
