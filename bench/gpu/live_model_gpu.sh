@@ -15,7 +15,7 @@
 # none: one run, "a:". Defaults: 40 epochs, a linear schedule peaking at 5e-4 after 800
 # updates, dropout 0.3 (attention and ReLU 0.1), label smoothing 0.1, 4,096 tokens, TF32 GEMMs
 # (--tf32; the weights stay fp32), validation BLEU (beam 5) and cross-entropy every 500 updates.
-# A variant whose FLAGS hold @kd trains on a teacher's translations of train.en (TEACHER=1,
+# A variant whose FLAGS hold @kd trains on a teacher's translations of train.en (TEACHER=1 or KD,
 # below). A variant whose model folder is still there (a second call on the warm machine)
 # resumes from its checkpoint; a larger --after-epochs goes on along the new schedule.
 #
@@ -47,8 +47,8 @@ tf32=(--tf32) py="${PYTHON:-python3}"
 [ "$device" = cuda ] || tf32=()
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$out/run.txt"
 
-if [ -z "${TEACHER:-}" ] && [[ " ${variants[*]} " == *" @kd "* || " ${variants[*]} " == *":@kd "* ]]; then
-  echo "live_model_gpu.sh: a variant trains on @kd; set TEACHER=1" | tee -a "$out/run.txt" && exit 2
+if [ -z "${TEACHER:-}${KD:-}" ] && [[ " ${variants[*]} " == *" @kd "* || " ${variants[*]} " == *":@kd "* ]]; then
+  echo "live_model_gpu.sh: a variant trains on @kd; set TEACHER=1 or KD=FILE" | tee -a "$out/run.txt" && exit 2
 fi
 
 (cd /work/main && timeout -k 5 150 build/tests/tx_tests "*tx::test::Cuda,[cuda],[oracle]" \
@@ -58,9 +58,15 @@ tests=$!
 # TEACHER=1: sequence-level distillation. The recipe's model (examples/multi30k/config.json,
 # its own vocabulary learned on the fly) is trained here first and translates train.en (beam 5,
 # --normalize 1.8, as the recipe decodes); a variant whose FLAGS hold @kd trains on those
-# translations. TEACHER_FLAGS adds tx-train flags (a smoke test's --after-updates).
+# translations. TEACHER_FLAGS adds tx-train flags (a smoke test's --after-updates). KD=FILE
+# instead: train.en's translations made beforehand (e.g. here, by a recipe model on the CPU),
+# carried in .devcarry; no teacher is trained.
 kd=""
-if [ -n "${TEACHER:-}" ]; then
+if [ -n "${KD:-}" ]; then
+  kd="$(cd "$(dirname "$KD")" && pwd)/$(basename "$KD")"
+  [ "$(wc -l < "$kd")" = "$(wc -l < "$data/train.en")" ] || {
+    echo "KD: $kd does not have train.en's $(wc -l < "$data/train.en") lines" | tee -a "$out/run.txt"; exit 2; }
+elif [ -n "${TEACHER:-}" ]; then
   t=/tmp/teacher kd=/tmp/train.kd.de
   # shellcheck disable=SC2086  # TEACHER_FLAGS is a list of words
   [ -f "$t/model.safetensors" ] || timeout -s TERM "${TEACHER_SECONDS:-150}" "$bin/tx-train" \
