@@ -11,6 +11,7 @@
 # OUT_DIR gets summary.txt (each run's val BLEU, each variant's mean) and logs.tgz.
 # DEVICE=cpu runs it here as a smoke test, with build/ as it is.
 set -u
+# shellcheck disable=SC2034  # payload: read by device_setup.sh
 payload="$1" data="$2" out="$3"
 shift 3
 root="$PWD"
@@ -23,7 +24,7 @@ else
   mkdir -p "$out"
 fi
 export OMP_WAIT_POLICY=passive
-cd "$root"
+cd "$root" || exit 1
 TX_BIN=/work/main/build/apps TRAIN_FLAGS="--cpu-threads 2 ${TRAIN_FLAGS:-}" JOBS="${JOBS:-8}" \
   timeout -k 5 "${VARIANT_SECONDS:-420}" bench/recipe/variants.sh "$data" - /tmp/variants "$device" "$@"
 echo "variants.sh exit $? (124: stopped at VARIANT_SECONDS)" >> /tmp/variants/summary.txt
