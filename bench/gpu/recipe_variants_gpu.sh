@@ -25,6 +25,7 @@ else
 fi
 export OMP_WAIT_POLICY=passive
 cd "$root" || exit 1
+rm -rf /tmp/variants  # a second call on a warm machine: its own summary, its own means
 TX_BIN=/work/main/build/apps TRAIN_FLAGS="--cpu-threads 2 ${TRAIN_FLAGS:-}" JOBS="${JOBS:-8}" \
   timeout -k 5 "${VARIANT_SECONDS:-420}" bench/recipe/variants.sh "$data" - /tmp/variants "$device" "$@"
 echo "variants.sh exit $? (124: stopped at VARIANT_SECONDS)" >> /tmp/variants/summary.txt
