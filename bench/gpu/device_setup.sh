@@ -1,6 +1,9 @@
 # Sourced by device_run.sh: the payload unpacked where the tests' compiled-in paths expect it
 # (/work/main, its build/ and ../shared/data). Needs payload, data, out, root.
+# DEVICE=cpu (a script's smoke test on a machine without a GPU): only OUT, build/ left as it is.
 mkdir -p "$out"
+# shellcheck disable=SC2317  # return when sourced, exit when not
+[ "${DEVICE:-cuda}" = cuda ] || return 0 2>/dev/null || exit 0
 
 tx=/tmp/tx
 mkdir -p "$tx" && tar xJf "$payload" -C "$tx"

@@ -35,11 +35,7 @@ root="$PWD"
 data="$(cd "$data" && pwd)"
 vocab="$(cd "$(dirname "$vocab")" && pwd)/$(basename "$vocab")"
 device="${DEVICE:-cuda}"  # cpu: a smoke test of this script here, with build/ as it is
-if [ "$device" = cuda ]; then
-  source "$(dirname "$0")/device_setup.sh"
-else
-  mkdir -p "$out"
-fi
+source "$(dirname "$0")/device_setup.sh"
 source "$root/bench/peers/live_arch.sh"
 bin=/work/main/build/apps
 export OMP_WAIT_POLICY=passive
