@@ -1,5 +1,7 @@
 #include "graph/graph.h"
 
+#include <limits>
+
 namespace tx {
 
 Graph::Graph(Backend& backend, GraphOptions options)
@@ -36,6 +38,26 @@ const Tensor& Graph::grad(const Var& v) {
     be_.fill(v->grad, 0.0f);
   }
   return v->grad;
+}
+
+const Tensor& Graph::grad_to_write(const Var& v, bool* fresh) {
+  *fresh = !v->grad.defined();
+  if (!*fresh) return v->grad;
+  v->grad = v->persistent ? be_.empty(v->value.shape()) : alloc(v->value.shape());
+#ifdef TX_POISON_FRESH_GRADS
+  // Sanitizer builds: an op that reads or skips part of a buffer it was told to overwrite
+  // leaves NaN in the gradient, which the gradient tests then catch.
+  be_.fill(v->grad, std::numeric_limits<float>::quiet_NaN());
+#endif
+  return v->grad;
+}
+
+bool Graph::adopt_grad(const Var& v, const Tensor& dy) {
+  if (v->grad.defined() || v->persistent) return false;
+  TX_CHECK(dy.shape() == v->value.shape() && dy.dtype() == DType::f32, "adopt_grad: gradient ",
+           dy.str(), " does not fit ", v->value.str());
+  v->grad = dy;
+  return true;
 }
 
 void Graph::backward(const Var& loss) {

@@ -62,6 +62,15 @@ class Graph {
   // v's gradient, allocated and zeroed on first use (once per step for activations; once
   // for parameters, which then accumulate until zeroed by their owner).
   const Tensor& grad(const Var& v);
+  // v's gradient for an op that writes every element of it. When v has none yet the buffer is
+  // new and not zeroed, and *fresh is set: the op must overwrite it (GEMM beta 0, an operator's
+  // accumulate off). Otherwise *fresh is cleared and the op adds into the existing buffer.
+  // Saves zeroing a buffer that is about to be overwritten (a few % of a training step).
+  const Tensor& grad_to_write(const Var& v, bool* fresh);
+  // Makes dy itself v's gradient when v has none yet and is not a parameter, for ops whose
+  // backward passes dy through unchanged (add, reshape): no zeroing, no copy. dy must be dead
+  // to everything else once the calling closure returns. False: the caller must add dy.
+  bool adopt_grad(const Var& v, const Tensor& dy);
 
   // Seeds d(loss) = 1 (loss holds one element), replays the tape in reverse, then drops it.
   void backward(const Var& loss);

@@ -25,7 +25,10 @@ Var split_heads(Graph& g, const Var& x, int heads) {
   g.backend().split_heads(xv, heads, y->value);
   if (rec)
     g.record([x, y](Graph& g) {
-      if (y->grad.defined()) g.backend().merge_heads(y->grad, g.grad(x), /*accumulate=*/true);
+      if (!y->grad.defined()) return;
+      bool fresh = false;
+      const Tensor& dx = g.grad_to_write(x, &fresh);
+      g.backend().merge_heads(y->grad, dx, /*accumulate=*/!fresh);
     });
   return y;
 }
@@ -39,8 +42,10 @@ Var merge_heads(Graph& g, const Var& x) {
   g.backend().merge_heads(xv, y->value);
   if (rec)
     g.record([x, y, heads](Graph& g) {
-      if (y->grad.defined())
-        g.backend().split_heads(y->grad, heads, g.grad(x), /*accumulate=*/true);
+      if (!y->grad.defined()) return;
+      bool fresh = false;
+      const Tensor& dx = g.grad_to_write(x, &fresh);
+      g.backend().split_heads(y->grad, heads, dx, /*accumulate=*/!fresh);
     });
   return y;
 }

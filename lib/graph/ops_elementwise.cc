@@ -7,6 +7,18 @@
 
 namespace tx::ops {
 
+namespace {
+// dx (+)= alpha * dy: written, not added, when it is x's first gradient.
+void pass_grad(Graph& g, const Tensor& dy, float alpha, const Var& x) {
+  bool fresh = false;
+  const Tensor& dx = g.grad_to_write(x, &fresh);
+  if (fresh)
+    g.backend().scale(dy, alpha, dx);
+  else
+    g.backend().axpy(alpha, dy, dx);
+}
+}  // namespace
+
 Var add(Graph& g, const Var& a, const Var& b) {
   TX_CHECK(a->value.shape() == b->value.shape(), "add: shapes differ: ", a->value.str(), " vs ",
            b->value.str());
@@ -16,9 +28,11 @@ Var add(Graph& g, const Var& a, const Var& b) {
   if (rec)
     g.record([a, b, y](Graph& g) {
       if (!y->grad.defined()) return;
-      // a and b may be the same Var (x + x): each use adds its share.
-      if (a->requires_grad) g.backend().axpy(1.0f, y->grad, g.grad(a));
-      if (b->requires_grad) g.backend().axpy(1.0f, y->grad, g.grad(b));
+      // dy passes to both: the first takes y's buffer as its own, the other gets a copy (or
+      // adds it). a and b may be the same Var (x + x): then the second use doubles it in place.
+      const bool taken = a->requires_grad && g.adopt_grad(a, y->grad);
+      if (a->requires_grad && !taken) g.backend().axpy(1.0f, y->grad, g.grad(a));
+      if (b->requires_grad && (taken || !g.adopt_grad(b, y->grad))) pass_grad(g, y->grad, 1.0f, b);
     });
   return y;
 }
@@ -29,7 +43,7 @@ Var scale(Graph& g, const Var& x, float alpha) {
   g.backend().scale(x->value, alpha, y->value);
   if (rec)
     g.record([x, y, alpha](Graph& g) {
-      if (y->grad.defined()) g.backend().axpy(alpha, y->grad, g.grad(x));
+      if (y->grad.defined()) pass_grad(g, y->grad, alpha, x);
     });
   return y;
 }
@@ -130,7 +144,8 @@ Var add_positions(Graph& g, const Var& x, int64_t start, math::PositionLayout la
   g.backend().add_positions(x->value, start, y->value, layout);
   if (rec)
     g.record([x, y](Graph& g) {
-      if (y->grad.defined()) g.backend().axpy(1.0f, y->grad, g.grad(x));
+      if (y->grad.defined() && !g.adopt_grad(x, y->grad))
+        g.backend().axpy(1.0f, y->grad, g.grad(x));
     });
   return y;
 }
@@ -141,7 +156,9 @@ Var reshape(Graph& g, const Var& x, const Shape& shape) {
   Var y = make_var(x->value.view(shape), rec);
   if (rec)
     g.record([x, y](Graph& g) {
-      if (y->grad.defined()) g.backend().axpy(1.0f, y->grad.view(x->value.shape()), g.grad(x));
+      if (!y->grad.defined()) return;
+      const Tensor dy = y->grad.view(x->value.shape());
+      if (!g.adopt_grad(x, dy)) g.backend().axpy(1.0f, dy, g.grad(x));
     });
   return y;
 }

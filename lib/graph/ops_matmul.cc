@@ -32,7 +32,11 @@ Var linear(Graph& g, const Var& x, const Var& w, const Var& b) {
       Backend& be = g.backend();
       const Tensor dy = y->grad.view({rows, out});
       const Tensor DY = g.gemm_operand(dy);
-      if (x->requires_grad) be.gemm(DY, false, W, false, g.grad(x).view({rows, in}), 1.0f, 1.0f);
+      if (x->requires_grad) {
+        bool fresh = false;
+        const Tensor dx = g.grad_to_write(x, &fresh).view({rows, in});
+        be.gemm(DY, false, W, false, dx, 1.0f, fresh ? 0.0f : 1.0f);
+      }
       if (w->requires_grad) be.gemm(DY, true, X, false, g.grad(w), 1.0f, 1.0f);
       if (b && b->requires_grad) be.sum_rows(dy, g.grad(b), 1.0f);
     });
@@ -196,18 +200,22 @@ Var matmul(Graph& g, const Var& a, bool trans_a, const Var& b, bool trans_b, flo
       const Tensor dc = g.gemm_operand(as_batched(c->grad));
       // With C = op(A) op(B): d op(A) = dC op(B)^T and d op(B) = op(A)^T dC, then undo op.
       if (a->requires_grad) {
-        Tensor da = as_batched(g.grad(a));
+        bool fresh = false;
+        Tensor da = as_batched(g.grad_to_write(a, &fresh));
+        const float beta = fresh ? 0.0f : 1.0f;
         if (!trans_a)
-          be.gemm(dc, false, B, !trans_b, da, alpha, 1.0f);  // dA = dC op(B)^T
+          be.gemm(dc, false, B, !trans_b, da, alpha, beta);  // dA = dC op(B)^T
         else
-          be.gemm(B, trans_b, dc, true, da, alpha, 1.0f);  // dA = op(B) dC^T
+          be.gemm(B, trans_b, dc, true, da, alpha, beta);  // dA = op(B) dC^T
       }
       if (b->requires_grad) {
-        Tensor db = as_batched(g.grad(b));
+        bool fresh = false;
+        Tensor db = as_batched(g.grad_to_write(b, &fresh));
+        const float beta = fresh ? 0.0f : 1.0f;
         if (!trans_b)
-          be.gemm(A, !trans_a, dc, false, db, alpha, 1.0f);  // dB = op(A)^T dC
+          be.gemm(A, !trans_a, dc, false, db, alpha, beta);  // dB = op(A)^T dC
         else
-          be.gemm(dc, true, A, trans_a, db, alpha, 1.0f);  // dB = dC^T op(A)
+          be.gemm(dc, true, A, trans_a, db, alpha, beta);  // dB = dC^T op(A)
       }
     });
   return c;
