@@ -53,20 +53,22 @@ class CpuBackend : public Backend {
   void axpy_impl(float alpha, const Tensor& x, const Tensor& y) override;
   void scale_impl(const Tensor& x, float alpha, const Tensor& y) override;
   void relu_impl(const Tensor& x, const Tensor& y) override;
-  void relu_backward_impl(const Tensor& dy, const Tensor& y, const Tensor& dx) override;
+  void relu_backward_impl(const Tensor& dy, const Tensor& y, const Tensor& dx,
+                          bool accumulate) override;
   void swish_impl(const Tensor& x, const Tensor& y) override;
-  void swish_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& dx) override;
+  void swish_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& dx,
+                           bool accumulate) override;
   void dropout_impl(const Tensor& x, float p, uint64_t seed, uint64_t offset,
                     const Tensor& y) override;
   void dropout_backward_impl(const Tensor& dy, float p, uint64_t seed, uint64_t offset,
-                             const Tensor& dx) override;
+                             const Tensor& dx, bool accumulate) override;
   void add_positions_impl(const Tensor& x, int64_t start, const Tensor& y,
                           math::PositionLayout layout) override;
   void cast_impl(const Tensor& x, const Tensor& y) override;
   void softmax_impl(const Tensor& x, float scale, const Tensor& key_lengths, bool causal,
                     const Tensor& y) override;
-  void softmax_backward_impl(const Tensor& y, const Tensor& dy, float scale,
-                             const Tensor& dx) override;
+  void softmax_backward_impl(const Tensor& y, const Tensor& dy, float scale, const Tensor& dx,
+                             bool accumulate) override;
   void split_heads_impl(const Tensor& x, int heads, const Tensor& y, bool accumulate) override;
   void merge_heads_impl(const Tensor& x, const Tensor& y, bool accumulate) override;
   void attend_cached_impl(const Tensor& q, const Tensor& keys, const Tensor& values,
@@ -82,7 +84,8 @@ class CpuBackend : public Backend {
                                 const Tensor& beta, float eps, const Tensor& y) override;
   void layer_norm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                 const Tensor& mean, const Tensor& rstd, const Tensor& dx,
-                                const Tensor& dgamma, const Tensor& dbeta) override;
+                                const Tensor& dgamma, const Tensor& dbeta,
+                                bool accumulate) override;
   void cross_entropy_impl(const Tensor& logits, const Tensor& targets, float smoothing,
                           int32_t ignore_index, const Tensor& losses, const Tensor& nll) override;
   void cross_entropy_backward_impl(const Tensor& logits, const Tensor& targets, float smoothing,

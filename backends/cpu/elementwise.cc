@@ -81,13 +81,19 @@ void CpuBackend::relu_impl(const Tensor& x, const Tensor& y) {
   for (int64_t i = 0; i < n; ++i) py[i] = px[i] > 0.0f ? px[i] : 0.0f;
 }
 
-void CpuBackend::relu_backward_impl(const Tensor& dy, const Tensor& y, const Tensor& dx) {
+void CpuBackend::relu_backward_impl(const Tensor& dy, const Tensor& y, const Tensor& dx,
+                                    bool accumulate) {
   const int64_t n = dy.numel();
   const float* pdy = dy.data<float>();
   const float* py = y.data<float>();
   float* pdx = dx.data<float>();
+  if (accumulate) {
 #pragma omp parallel for simd if (n >= kElementwiseGrain)
-  for (int64_t i = 0; i < n; ++i) pdx[i] += py[i] > 0.0f ? pdy[i] : 0.0f;
+    for (int64_t i = 0; i < n; ++i) pdx[i] += py[i] > 0.0f ? pdy[i] : 0.0f;
+  } else {
+#pragma omp parallel for simd if (n >= kElementwiseGrain)
+    for (int64_t i = 0; i < n; ++i) pdx[i] = py[i] > 0.0f ? pdy[i] : 0.0f;
+  }
 }
 
 namespace {
@@ -131,8 +137,11 @@ void CpuBackend::dropout_impl(const Tensor& x, float p, uint64_t seed, uint64_t 
 }
 
 void CpuBackend::dropout_backward_impl(const Tensor& dy, float p, uint64_t seed, uint64_t offset,
-                                       const Tensor& dx) {
-  apply_dropout<true>(dy.data<float>(), p, seed, offset, dx.data<float>(), dy.numel());
+                                       const Tensor& dx, bool accumulate) {
+  if (accumulate)
+    apply_dropout<true>(dy.data<float>(), p, seed, offset, dx.data<float>(), dy.numel());
+  else
+    apply_dropout<false>(dy.data<float>(), p, seed, offset, dx.data<float>(), dy.numel());
 }
 
 void CpuBackend::swish_impl(const Tensor& x, const Tensor& y) {
@@ -147,7 +156,8 @@ void CpuBackend::swish_impl(const Tensor& x, const Tensor& y) {
     swish_row(px + c * kChunk, nullptr, py + c * kChunk, std::min(kChunk, n - c * kChunk));
 }
 
-void CpuBackend::swish_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& dx) {
+void CpuBackend::swish_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& dx,
+                                     bool accumulate) {
   const int64_t n = dy.numel();
   const float* pdy = dy.data<float>();
   const float* px = x.data<float>();
@@ -155,9 +165,12 @@ void CpuBackend::swish_backward_impl(const Tensor& dy, const Tensor& x, const Te
   constexpr int64_t kChunk = 1024;  // whole vectors, each through the vector expf
   const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for if (n >= kElementwiseGrain)
-  for (int64_t c = 0; c < chunks; ++c)
-    swish_grad_row(pdy + c * kChunk, px + c * kChunk, pdx + c * kChunk,
-                   std::min(kChunk, n - c * kChunk));
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t len = std::min(kChunk, n - c * kChunk);
+    // swish_grad_row adds; a chunk is zeroed while it sits in L1, not as a separate pass.
+    if (!accumulate) std::fill(pdx + c * kChunk, pdx + c * kChunk + len, 0.0f);
+    swish_grad_row(pdy + c * kChunk, px + c * kChunk, pdx + c * kChunk, len);
+  }
 }
 
 void CpuBackend::add_positions_impl(const Tensor& x, int64_t start, const Tensor& y,

@@ -69,7 +69,8 @@ void CpuBackend::residual_layer_norm_impl(const Tensor& x, const Tensor& sublaye
 
 void CpuBackend::layer_norm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                           const Tensor& mean, const Tensor& rstd, const Tensor& dx,
-                                          const Tensor& dgamma, const Tensor& dbeta) {
+                                          const Tensor& dgamma, const Tensor& dbeta,
+                                          bool accumulate) {
   const int64_t d = x.shape().cols(), rows = x.shape().rows();
   const float* pdy = dy.data<float>();
   const float* px = x.data<float>();
@@ -103,8 +104,10 @@ void CpuBackend::layer_norm_backward_impl(const Tensor& dy, const Tensor& x, con
       mean_gdy /= static_cast<float>(d);
       mean_gdy_xhat /= static_cast<float>(d);
       float* out = pdx + r * d;
-      for (int64_t j = 0; j < d; ++j)
-        out[j] += math::layer_norm_dx(in[j], g[j], pg[j], mu, rs, mean_gdy, mean_gdy_xhat);
+      for (int64_t j = 0; j < d; ++j) {
+        const float v = math::layer_norm_dx(in[j], g[j], pg[j], mu, rs, mean_gdy, mean_gdy_xhat);
+        out[j] = accumulate ? out[j] + v : v;
+      }
     }
   }
   float* pdg = dgamma.data<float>();

@@ -32,7 +32,7 @@ void CpuBackend::softmax_impl(const Tensor& x, float scale, const Tensor& key_le
 }
 
 void CpuBackend::softmax_backward_impl(const Tensor& y, const Tensor& dy, float scale,
-                                       const Tensor& dx) {
+                                       const Tensor& dx, bool accumulate) {
   const int64_t cols = y.shape().cols(), rows = y.shape().rows();
   const float* py = y.data<float>();
   const float* pdy = dy.data<float>();
@@ -45,8 +45,13 @@ void CpuBackend::softmax_backward_impl(const Tensor& y, const Tensor& dy, float 
 #pragma omp simd reduction(+ : dot)
     for (int64_t j = 0; j < cols; ++j) dot += yr[j] * dyr[j];
     float* dxr = pdx + r * cols;
+    if (accumulate) {
 #pragma omp simd
-    for (int64_t j = 0; j < cols; ++j) dxr[j] += scale * yr[j] * (dyr[j] - dot);
+      for (int64_t j = 0; j < cols; ++j) dxr[j] += scale * yr[j] * (dyr[j] - dot);
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j) dxr[j] = scale * yr[j] * (dyr[j] - dot);
+    }
   }
 }
 

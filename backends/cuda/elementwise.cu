@@ -47,7 +47,11 @@ struct ReluBackward {
   const float* dy;
   const float* y;
   float* dx;
-  __device__ void operator()(int64_t i) const { dx[i] += y[i] > 0.0f ? dy[i] : 0.0f; }
+  bool accumulate;
+  __device__ void operator()(int64_t i) const {
+    const float v = y[i] > 0.0f ? dy[i] : 0.0f;
+    dx[i] = accumulate ? dx[i] + v : v;
+  }
 };
 
 struct Swish {
@@ -60,7 +64,11 @@ struct SwishBackward {
   const float* dy;
   const float* x;
   float* dx;
-  __device__ void operator()(int64_t i) const { dx[i] += dy[i] * math::swish_grad(x[i]); }
+  bool accumulate;
+  __device__ void operator()(int64_t i) const {
+    const float v = dy[i] * math::swish_grad(x[i]);
+    dx[i] = accumulate ? dx[i] + v : v;
+  }
 };
 
 // out[i] (+)= in[i] * keep_i / (1 - p), the mask a pure function of (seed, offset + i).
@@ -116,9 +124,11 @@ void CudaBackend::relu_impl(const Tensor& x, const Tensor& y) {
   launch_map(x.numel(), as_stream(enter()), Relu{x.data<float>(), y.data<float>()}, "relu");
 }
 
-void CudaBackend::relu_backward_impl(const Tensor& dy, const Tensor& y, const Tensor& dx) {
+void CudaBackend::relu_backward_impl(const Tensor& dy, const Tensor& y, const Tensor& dx,
+                                     bool accumulate) {
   launch_map(dy.numel(), as_stream(enter()),
-             ReluBackward{dy.data<float>(), y.data<float>(), dx.data<float>()}, "relu_backward");
+             ReluBackward{dy.data<float>(), y.data<float>(), dx.data<float>(), accumulate},
+             "relu_backward");
 }
 
 void CudaBackend::dropout_impl(const Tensor& x, float p, uint64_t seed, uint64_t offset,
@@ -129,19 +139,22 @@ void CudaBackend::dropout_impl(const Tensor& x, float p, uint64_t seed, uint64_t
 }
 
 void CudaBackend::dropout_backward_impl(const Tensor& dy, float p, uint64_t seed, uint64_t offset,
-                                        const Tensor& dx) {
-  launch_map(dy.numel(), as_stream(enter()),
-             Dropout{dy.data<float>(), dx.data<float>(), p, 1.0f / (1.0f - p), seed, offset, true},
-             "dropout_backward");
+                                        const Tensor& dx, bool accumulate) {
+  launch_map(
+      dy.numel(), as_stream(enter()),
+      Dropout{dy.data<float>(), dx.data<float>(), p, 1.0f / (1.0f - p), seed, offset, accumulate},
+      "dropout_backward");
 }
 
 void CudaBackend::swish_impl(const Tensor& x, const Tensor& y) {
   launch_map(x.numel(), as_stream(enter()), Swish{x.data<float>(), y.data<float>()}, "swish");
 }
 
-void CudaBackend::swish_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& dx) {
+void CudaBackend::swish_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& dx,
+                                      bool accumulate) {
   launch_map(dy.numel(), as_stream(enter()),
-             SwishBackward{dy.data<float>(), x.data<float>(), dx.data<float>()}, "swish_backward");
+             SwishBackward{dy.data<float>(), x.data<float>(), dx.data<float>(), accumulate},
+             "swish_backward");
 }
 
 void CudaBackend::add_positions_impl(const Tensor& x, int64_t start, const Tensor& y,

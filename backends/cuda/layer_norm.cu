@@ -30,10 +30,10 @@ __global__ void layer_norm_kernel(const float* x, const float* gamma, const floa
   }
 }
 
-// dx += rstd * (gamma dy - mean(gamma dy) - xhat * mean(gamma dy xhat)), one block per row.
+// dx (+)= rstd * (gamma dy - mean(gamma dy) - xhat * mean(gamma dy xhat)), one block per row.
 __global__ void layer_norm_dx_kernel(const float* dy, const float* x, const float* gamma,
                                      const float* mean, const float* rstd, float* dx, int64_t rows,
-                                     int64_t d) {
+                                     int64_t d, bool accumulate) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* in = x + r * d;
     const float* g = dy + r * d;
@@ -47,8 +47,10 @@ __global__ void layer_norm_dx_kernel(const float* dy, const float* x, const floa
     const float mean_gdy = block_sum(gdy) / static_cast<float>(d);
     const float mean_gdy_xhat = block_sum(gdy_xhat) / static_cast<float>(d);
     float* out = dx + r * d;
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
-      out[j] += math::layer_norm_dx(in[j], g[j], gamma[j], mu, rs, mean_gdy, mean_gdy_xhat);
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+      const float v = math::layer_norm_dx(in[j], g[j], gamma[j], mu, rs, mean_gdy, mean_gdy_xhat);
+      out[j] = accumulate ? out[j] + v : v;
+    }
   }
 }
 
@@ -77,12 +79,13 @@ void CudaBackend::layer_norm_impl(const Tensor& x, const Tensor& gamma, const Te
 
 void CudaBackend::layer_norm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                            const Tensor& mean, const Tensor& rstd, const Tensor& dx,
-                                           const Tensor& dgamma, const Tensor& dbeta) {
+                                           const Tensor& dgamma, const Tensor& dbeta,
+                                           bool accumulate) {
   const int64_t d = x.shape().cols(), rows = x.shape().rows();
   cudaStream_t s = as_stream(enter());
   TX_LAUNCH(layer_norm_dx_kernel, row_blocks(rows), row_threads(d), s)
   (dy.data<float>(), x.data<float>(), gamma.data<float>(), mean.data<float>(), rstd.data<float>(),
-   dx.data<float>(), rows, d);
+   dx.data<float>(), rows, d, accumulate);
   check_launch("layer_norm_backward (dx)");
   const Tensor partial = empty({2 * column_chunks(rows), d});
   column_sums<2>(

@@ -30,9 +30,9 @@ __global__ void softmax_kernel(const float* x, float* y, int64_t rows, int64_t t
   }
 }
 
-// dx += scale * y * (dy - sum(dy * y))
+// dx (+)= scale * y * (dy - sum(dy * y))
 __global__ void softmax_backward_kernel(const float* y, const float* dy, float* dx, int64_t rows,
-                                        int64_t cols, float scale) {
+                                        int64_t cols, float scale, bool accumulate) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* yr = y + r * cols;
     const float* dyr = dy + r * cols;
@@ -40,8 +40,10 @@ __global__ void softmax_backward_kernel(const float* y, const float* dy, float* 
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) dot += yr[j] * dyr[j];
     dot = block_sum(dot);
     float* dxr = dx + r * cols;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-      dxr[j] += scale * yr[j] * (dyr[j] - dot);
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      const float v = scale * yr[j] * (dyr[j] - dot);
+      dxr[j] = accumulate ? dxr[j] + v : v;
+    }
   }
 }
 
@@ -86,10 +88,10 @@ void CudaBackend::softmax_impl(const Tensor& x, float scale, const Tensor& key_l
 }
 
 void CudaBackend::softmax_backward_impl(const Tensor& y, const Tensor& dy, float scale,
-                                        const Tensor& dx) {
+                                        const Tensor& dx, bool accumulate) {
   const int64_t cols = y.shape().cols(), rows = y.shape().rows();
   TX_LAUNCH(softmax_backward_kernel, row_blocks(rows), row_threads(cols), as_stream(enter()))
-  (y.data<float>(), dy.data<float>(), dx.data<float>(), rows, cols, scale);
+  (y.data<float>(), dy.data<float>(), dx.data<float>(), rows, cols, scale, accumulate);
   check_launch("softmax_backward");
 }
 

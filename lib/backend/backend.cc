@@ -328,13 +328,13 @@ void Backend::relu(const Tensor& x, const Tensor& y) {
   if (x.numel()) relu_impl(x, y);
 }
 
-void Backend::relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) {
+void Backend::relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx, bool accumulate) {
   f32_arg(*this, "relu_backward", "dy", dy);
   f32_arg(*this, "relu_backward", "y", y);
   f32_arg(*this, "relu_backward", "dx", dx);
   require_same_shape("relu_backward", "dy", dy, "y", y);
   require_same_shape("relu_backward", "dy", dy, "dx", dx);
-  if (dy.numel()) relu_backward_impl(dy, y, dx);
+  if (dy.numel()) relu_backward_impl(dy, y, dx, accumulate);
 }
 
 void Backend::swish(const Tensor& x, const Tensor& y) {
@@ -344,13 +344,13 @@ void Backend::swish(const Tensor& x, const Tensor& y) {
   if (x.numel()) swish_impl(x, y);
 }
 
-void Backend::swish_backward(const Tensor& dy, const Tensor& x, const Tensor& dx) {
+void Backend::swish_backward(const Tensor& dy, const Tensor& x, const Tensor& dx, bool accumulate) {
   f32_arg(*this, "swish_backward", "dy", dy);
   f32_arg(*this, "swish_backward", "x", x);
   f32_arg(*this, "swish_backward", "dx", dx);
   require_same_shape("swish_backward", "dy", dy, "x", x);
   require_same_shape("swish_backward", "dy", dy, "dx", dx);
-  if (dy.numel()) swish_backward_impl(dy, x, dx);
+  if (dy.numel()) swish_backward_impl(dy, x, dx, accumulate);
 }
 
 void Backend::dropout(const Tensor& x, float p, uint64_t seed, uint64_t offset, const Tensor& y) {
@@ -362,12 +362,12 @@ void Backend::dropout(const Tensor& x, float p, uint64_t seed, uint64_t offset, 
 }
 
 void Backend::dropout_backward(const Tensor& dy, float p, uint64_t seed, uint64_t offset,
-                               const Tensor& dx) {
+                               const Tensor& dx, bool accumulate) {
   f32_arg(*this, "dropout_backward", "dy", dy);
   f32_arg(*this, "dropout_backward", "dx", dx);
   require_same_shape("dropout_backward", "dy", dy, "dx", dx);
   TX_CHECK(p >= 0.0f && p < 1.0f, "dropout_backward: probability ", p, " must be in [0, 1)");
-  if (dy.numel()) dropout_backward_impl(dy, p, seed, offset, dx);
+  if (dy.numel()) dropout_backward_impl(dy, p, seed, offset, dx, accumulate);
 }
 
 void Backend::add_positions(const Tensor& x, int64_t start, const Tensor& y,
@@ -455,13 +455,14 @@ void Backend::attend_memory(const Tensor& q, const Tensor& keys, const Tensor& v
   if (q.numel()) attend_memory_impl(q, keys, values, lengths, scale, out);
 }
 
-void Backend::softmax_backward(const Tensor& y, const Tensor& dy, float scale, const Tensor& dx) {
+void Backend::softmax_backward(const Tensor& y, const Tensor& dy, float scale, const Tensor& dx,
+                               bool accumulate) {
   f32_arg(*this, "softmax_backward", "y", y);
   f32_arg(*this, "softmax_backward", "dy", dy);
   f32_arg(*this, "softmax_backward", "dx", dx);
   require_same_shape("softmax_backward", "y", y, "dy", dy);
   require_same_shape("softmax_backward", "y", y, "dx", dx);
-  if (y.numel()) softmax_backward_impl(y, dy, scale, dx);
+  if (y.numel()) softmax_backward_impl(y, dy, scale, dx, accumulate);
 }
 
 void Backend::split_heads(const Tensor& x, int heads, const Tensor& y, bool accumulate) {
@@ -554,7 +555,7 @@ void Backend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& bet
 
 void Backend::layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                   const Tensor& mean, const Tensor& rstd, const Tensor& dx,
-                                  const Tensor& dgamma, const Tensor& dbeta) {
+                                  const Tensor& dgamma, const Tensor& dbeta, bool accumulate) {
   check_layer_norm_params(*this, "layer_norm_backward", x, gamma, mean, rstd);
   f32_arg(*this, "layer_norm_backward", "dy", dy);
   f32_arg(*this, "layer_norm_backward", "dx", dx);
@@ -564,7 +565,7 @@ void Backend::layer_norm_backward(const Tensor& dy, const Tensor& x, const Tenso
   require_same_shape("layer_norm_backward", "x", x, "dx", dx);
   require_same_shape("layer_norm_backward", "gamma", gamma, "dgamma", dgamma);
   require_same_shape("layer_norm_backward", "gamma", gamma, "dbeta", dbeta);
-  if (x.numel()) layer_norm_backward_impl(dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
+  if (x.numel()) layer_norm_backward_impl(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, accumulate);
 }
 
 namespace {

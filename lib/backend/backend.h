@@ -6,7 +6,9 @@
 // - Arguments are inputs first, then outputs; outputs are preallocated by the caller and are
 //   written through the (const) Tensor handle.
 // - Every *_backward operator ADDS into its gradient outputs (dx += ...), so gradients from
-//   several uses of a tensor accumulate; callers zero gradients once per step.
+//   several uses of a tensor accumulate; callers zero gradients once per step. Those with an
+//   `accumulate` flag write dx instead when it is false (dx = ...; what dx held is never read),
+//   for a gradient's first contribution, which then needs no zeroed buffer.
 // - Elementwise operators, add_bias, add_positions, softmax and log_softmax may run in place
 //   (y the same tensor as x), as may cross_entropy_backward without accumulate; other outputs
 //   must not overlap their inputs.
@@ -112,18 +114,19 @@ class Backend {
   // y = swish(x + bias): the same for Marian's and OPUS-MT's swish feed-forward layer, equal bit
   // for bit to add_bias then swish.
   void add_bias_swish(const Tensor& x, const Tensor& bias, const Tensor& y);
-  void axpy(float alpha, const Tensor& x, const Tensor& y);                 // y += alpha * x
-  void scale(const Tensor& x, float alpha, const Tensor& y);                // y = alpha * x
-  void relu(const Tensor& x, const Tensor& y);                              // y = max(x, 0)
-  void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx);  // dx += dy * (y > 0)
+  void axpy(float alpha, const Tensor& x, const Tensor& y);   // y += alpha * x
+  void scale(const Tensor& x, float alpha, const Tensor& y);  // y = alpha * x
+  void relu(const Tensor& x, const Tensor& y);                // y = max(x, 0)
+  // dx (+)= dy * (y > 0)
+  void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx, bool accumulate = true);
   // y = x * sigmoid(x) (math::swish); swish_backward: dx += dy * swish'(x), from the input x.
   void swish(const Tensor& x, const Tensor& y);
-  void swish_backward(const Tensor& dy, const Tensor& x, const Tensor& dx);
+  void swish_backward(const Tensor& dy, const Tensor& x, const Tensor& dx, bool accumulate = true);
   // y = x * keep / (1 - p), keep_i = dropout_uniform(seed, offset + i) >= p (core/rng.h), so the
   // mask is recomputed in the backward pass and equal on every backend.
   void dropout(const Tensor& x, float p, uint64_t seed, uint64_t offset, const Tensor& y);
-  void dropout_backward(const Tensor& dy, float p, uint64_t seed, uint64_t offset,
-                        const Tensor& dx);
+  void dropout_backward(const Tensor& dy, float p, uint64_t seed, uint64_t offset, const Tensor& dx,
+                        bool accumulate = true);
   // y = x + PE(start + t) for x [B, T, D], the sinusoidal encoding of the paper (section 3.5)
   // in `layout` (math::PositionLayout; the halves layouts need an even D): by default
   // PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(pos / 10000^(2i/D)).
@@ -140,8 +143,9 @@ class Backend {
   // incremental decoding (Tq == 1 at the end of the cache). Rows with no visible key are 0.
   void softmax(const Tensor& x, float scale, const Tensor& key_lengths, bool causal,
                const Tensor& y);
-  // dx += scale * y * (dy - sum(dy * y)) along the last dim.
-  void softmax_backward(const Tensor& y, const Tensor& dy, float scale, const Tensor& dx);
+  // dx (+)= scale * y * (dy - sum(dy * y)) along the last dim.
+  void softmax_backward(const Tensor& y, const Tensor& dy, float scale, const Tensor& dx,
+                        bool accumulate = true);
   // [B, T, heads * d_head] -> [B, heads, T, d_head], y = (accumulate ? y : 0) + split(x).
   void split_heads(const Tensor& x, int heads, const Tensor& y, bool accumulate = false);
   // [B, heads, T, d_head] -> [B, T, heads * d_head], y = (accumulate ? y : 0) + merge(x).
@@ -172,9 +176,10 @@ class Backend {
   // saves mean [R] and rstd [R] = 1 / sqrt(var + eps) (biased variance) for the backward.
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                   const Tensor& y, const Tensor& mean, const Tensor& rstd);
+  // dx (+)= the input's gradient (accumulate as above); dgamma and dbeta always add.
   void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                            const Tensor& mean, const Tensor& rstd, const Tensor& dx,
-                           const Tensor& dgamma, const Tensor& dbeta);
+                           const Tensor& dgamma, const Tensor& dbeta, bool accumulate = true);
   // y = layer_norm(x + sublayer) (x, sublayer, y [R, D]): a post-norm sublayer's residual add
   // and norm for inference (no statistics kept), equal bit for bit to add then layer_norm
   // (what the base class runs; the CPU backend makes it one pass).
@@ -293,20 +298,22 @@ class Backend {
   virtual void axpy_impl(float alpha, const Tensor& x, const Tensor& y) = 0;
   virtual void scale_impl(const Tensor& x, float alpha, const Tensor& y) = 0;
   virtual void relu_impl(const Tensor& x, const Tensor& y) = 0;
-  virtual void relu_backward_impl(const Tensor& dy, const Tensor& y, const Tensor& dx) = 0;
+  virtual void relu_backward_impl(const Tensor& dy, const Tensor& y, const Tensor& dx,
+                                  bool accumulate) = 0;
   virtual void swish_impl(const Tensor& x, const Tensor& y) = 0;
-  virtual void swish_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& dx) = 0;
+  virtual void swish_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& dx,
+                                   bool accumulate) = 0;
   virtual void dropout_impl(const Tensor& x, float p, uint64_t seed, uint64_t offset,
                             const Tensor& y) = 0;
   virtual void dropout_backward_impl(const Tensor& dy, float p, uint64_t seed, uint64_t offset,
-                                     const Tensor& dx) = 0;
+                                     const Tensor& dx, bool accumulate) = 0;
   virtual void add_positions_impl(const Tensor& x, int64_t start, const Tensor& y,
                                   math::PositionLayout layout) = 0;
   virtual void cast_impl(const Tensor& x, const Tensor& y) = 0;
   virtual void softmax_impl(const Tensor& x, float scale, const Tensor& key_lengths, bool causal,
                             const Tensor& y) = 0;
   virtual void softmax_backward_impl(const Tensor& y, const Tensor& dy, float scale,
-                                     const Tensor& dx) = 0;
+                                     const Tensor& dx, bool accumulate) = 0;
   virtual void split_heads_impl(const Tensor& x, int heads, const Tensor& y, bool accumulate) = 0;
   virtual void merge_heads_impl(const Tensor& x, const Tensor& y, bool accumulate) = 0;
   virtual void attend_cached_impl(const Tensor& q, const Tensor& keys, const Tensor& values,
@@ -320,7 +327,8 @@ class Backend {
                                const Tensor& y, const Tensor& mean, const Tensor& rstd) = 0;
   virtual void layer_norm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                         const Tensor& mean, const Tensor& rstd, const Tensor& dx,
-                                        const Tensor& dgamma, const Tensor& dbeta) = 0;
+                                        const Tensor& dgamma, const Tensor& dbeta,
+                                        bool accumulate) = 0;
   // add_impl into a temporary, then layer_norm_impl; a backend may fuse them.
   virtual void residual_layer_norm_impl(const Tensor& x, const Tensor& sublayer,
                                         const Tensor& gamma, const Tensor& beta, float eps,

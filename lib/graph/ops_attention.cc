@@ -11,7 +11,10 @@ Var softmax(Graph& g, const Var& x, float scale, const Tensor& key_lengths, bool
   if (rec) y->value_needed = true;
   if (rec)
     g.record([x, y, scale](Graph& g) {
-      if (y->grad.defined()) g.backend().softmax_backward(y->value, y->grad, scale, g.grad(x));
+      if (!y->grad.defined()) return;
+      bool fresh = false;
+      const Tensor& dx = g.grad_to_write(x, &fresh);
+      g.backend().softmax_backward(y->value, y->grad, scale, dx, /*accumulate=*/!fresh);
     });
   return y;
 }

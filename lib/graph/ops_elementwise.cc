@@ -55,7 +55,10 @@ Var relu(Graph& g, const Var& x) {
   if (rec) y->value_needed = true;
   if (rec)
     g.record([x, y](Graph& g) {
-      if (y->grad.defined()) g.backend().relu_backward(y->grad, y->value, g.grad(x));
+      if (!y->grad.defined()) return;
+      bool fresh = false;
+      const Tensor& dx = g.grad_to_write(x, &fresh);
+      g.backend().relu_backward(y->grad, y->value, dx, /*accumulate=*/!fresh);
     });
   return y;
 }
@@ -67,7 +70,10 @@ Var swish(Graph& g, const Var& x) {
   if (rec) x->value_needed = true;
   if (rec)
     g.record([x, y](Graph& g) {
-      if (y->grad.defined()) g.backend().swish_backward(y->grad, x->value, g.grad(x));
+      if (!y->grad.defined()) return;
+      bool fresh = false;
+      const Tensor& dx = g.grad_to_write(x, &fresh);
+      g.backend().swish_backward(y->grad, x->value, dx, /*accumulate=*/!fresh);
     });
   return y;
 }
@@ -81,7 +87,10 @@ Var dropout(Graph& g, const Var& x, float p) {
   g.backend().dropout(x->value, p, seed, offset, y->value);
   if (rec)
     g.record([x, y, p, seed, offset](Graph& g) {
-      if (y->grad.defined()) g.backend().dropout_backward(y->grad, p, seed, offset, g.grad(x));
+      if (!y->grad.defined()) return;
+      bool fresh = false;
+      const Tensor& dx = g.grad_to_write(x, &fresh);
+      g.backend().dropout_backward(y->grad, p, seed, offset, dx, /*accumulate=*/!fresh);
     });
   return y;
 }
@@ -101,7 +110,9 @@ Var relu_dropout(Graph& g, const Var& x, float p) {
       // dy is this op's alone and dead after it: scaled in place. The same products as
       // dropout_backward's, so the gradient equals the two separate ops' bit for bit.
       g.backend().scale(y->grad, 1.0f / (1.0f - p), y->grad);
-      g.backend().relu_backward(y->grad, y->value, g.grad(x));
+      bool fresh = false;
+      const Tensor& dx = g.grad_to_write(x, &fresh);
+      g.backend().relu_backward(y->grad, y->value, dx, /*accumulate=*/!fresh);
     });
   return y;
 }

@@ -16,13 +16,16 @@ Var layer_norm(Graph& g, const Var& x, const Var& gamma, const Var& beta, float 
   if (rec)
     g.record([x, gamma, beta, y, mean, rstd](Graph& g) {
       if (!y->grad.defined()) return;
-      // The operator writes all three gradients; those nobody wants go to scratch.
+      // The operator writes all three gradients; those nobody wants go to scratch. dx is
+      // written rather than added when it is x's first gradient (or scratch).
       auto grad_or_scratch = [&g](const Var& v) {
         return v->requires_grad ? g.grad(v) : g.alloc(v->value.shape());
       };
-      g.backend().layer_norm_backward(y->grad, x->value, gamma->value, mean, rstd,
-                                      grad_or_scratch(x), grad_or_scratch(gamma),
-                                      grad_or_scratch(beta));
+      bool fresh = true;
+      const Tensor dx = x->requires_grad ? g.grad_to_write(x, &fresh) : g.alloc(x->value.shape());
+      g.backend().layer_norm_backward(y->grad, x->value, gamma->value, mean, rstd, dx,
+                                      grad_or_scratch(gamma), grad_or_scratch(beta),
+                                      /*accumulate=*/!fresh);
     });
   return y;
 }

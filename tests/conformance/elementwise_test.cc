@@ -250,8 +250,9 @@ TEMPLATE_TEST_CASE("relu backward: finite differences, accumulates into dx", "[e
     std::vector<float> r = random_vector(s.numel(), 62);
     Tensor X = be->upload(x, s), Y = be->empty(s), R = be->upload(r, s);
     be->relu(X, Y);
-    std::vector<float> g =
-        check_accumulates(*be, s, [&](const Tensor& dx) { be->relu_backward(R, Y, dx); });
+    std::vector<float> g = check_accumulates(*be, s, [&](const Tensor& dx, bool accumulate) {
+      be->relu_backward(R, Y, dx, accumulate);
+    });
     auto loss = [&](const std::vector<float>& v) -> double {
       Tensor y = be->empty(s);
       be->relu(be->upload(v, s), y);
@@ -385,8 +386,9 @@ TEMPLATE_TEST_CASE("dropout backward: same mask as forward, finite differences, 
     const uint64_t seed = 31, offset = 77;
     std::vector<float> x = random_vector(n, 90), r = random_vector(n, 91);
     Tensor R = be->upload(r, s);
-    std::vector<float> g = check_accumulates(
-        *be, s, [&](const Tensor& dx) { be->dropout_backward(R, p, seed, offset, dx); });
+    std::vector<float> g = check_accumulates(*be, s, [&](const Tensor& dx, bool accumulate) {
+      be->dropout_backward(R, p, seed, offset, dx, accumulate);
+    });
     // Against the documented mask.
     std::vector<bool> keep = dropout_mask(n, p, seed, offset);
     std::vector<double> want(n);
@@ -597,8 +599,9 @@ TEMPLATE_TEST_CASE("swish backward: finite differences, accumulates into dx", "[
     for (float& v : x) v *= 4.0f;
     std::vector<float> r = random_vector(s.numel(), 72);
     Tensor X = be->upload(x, s), R = be->upload(r, s);
-    std::vector<float> g =
-        check_accumulates(*be, s, [&](const Tensor& dx) { be->swish_backward(R, X, dx); });
+    std::vector<float> g = check_accumulates(*be, s, [&](const Tensor& dx, bool accumulate) {
+      be->swish_backward(R, X, dx, accumulate);
+    });
     auto loss = [&](const std::vector<float>& v) -> double {
       Tensor y = be->empty(s);
       be->swish(be->upload(v, s), y);

@@ -163,6 +163,16 @@ TEMPLATE_TEST_CASE("layer_norm backward: finite differences for x, gamma and bet
       TX_CHECK_OK(compare(fetch(*be, dg2), plus(pg, gg), 1e-5, 1e-6));
       TX_CHECK_OK(compare(fetch(*be, db2), plus(pb, gb), 1e-5, 1e-6));
     }
+    {
+      INFO("accumulate off: dx overwritten (it held NaN), dgamma and dbeta still added");
+      Tensor dx3 = be->upload(std::vector<float>(s.numel(), std::nanf("")), s);
+      Tensor dg3 = be->upload(pg, {d}), db3 = be->upload(pb, {d});
+      be->layer_norm_backward(R, X, G, M, Rs, dx3, dg3, db3, /*accumulate=*/false);
+      const std::vector<float> got = fetch(*be, dx3);
+      for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == gx[i]);  // +0 and -0 equal
+      TX_CHECK_OK(compare_exact(fetch(*be, dg3), fetch(*be, dg2)));
+      TX_CHECK_OK(compare_exact(fetch(*be, db3), fetch(*be, db2)));
+    }
 
     auto loss = [&](const std::vector<float>& xv, const std::vector<float>& gv,
                     const std::vector<float>& bv) {

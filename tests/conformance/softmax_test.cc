@@ -181,8 +181,9 @@ TEMPLATE_TEST_CASE("softmax backward: finite differences (scale, key_lengths, ca
     };
     Tensor Y = be->upload(run_softmax(*be, x, s, c.scale, lens, c.causal), s);
     Tensor R = be->upload(r, s);
-    std::vector<float> g = check_accumulates(
-        *be, s, [&](const Tensor& dx) { be->softmax_backward(Y, R, c.scale, dx); });
+    std::vector<float> g = check_accumulates(*be, s, [&](const Tensor& dx, bool accumulate) {
+      be->softmax_backward(Y, R, c.scale, dx, accumulate);
+    });
     INFO("shape " << s.str() << " scale " << c.scale << " causal " << c.causal);
     TX_CHECK_OK(compare_gradient(g, numeric_gradient(loss, x, 1e-2f), 2e-3, 2e-4));
   }

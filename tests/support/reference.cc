@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <sstream>
 
@@ -213,6 +214,27 @@ std::vector<float> check_accumulates(Backend& be, const Shape& shape,
   std::string msg = compare(after, want, 1e-5, 1e-6);
   INFO("backward must ADD into its gradient output: dx_after = dx_before + grad\n" << msg);
   CHECK(msg.empty());
+  return grad;
+}
+
+std::vector<float> check_accumulates(
+    Backend& be, const Shape& shape,
+    const std::function<void(const Tensor& dx, bool accumulate)>& backward, uint64_t seed) {
+  std::vector<float> grad = check_accumulates(
+      be, shape, [&](const Tensor& dx) { backward(dx, true); }, seed);
+  Tensor dx = be.upload(std::vector<float>(static_cast<size_t>(shape.numel()),
+                                           std::numeric_limits<float>::quiet_NaN()),
+                        shape);
+  backward(dx, false);
+  // Equal as floats: 0 + (-0) is +0, so writing may give -0 where adding into zeros gave +0.
+  const std::vector<float> got = be.download<float>(dx);
+  size_t differ = 0, first = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(got[i] == grad[i]) && differ++ == 0) first = i;
+  INFO("accumulate off must overwrite dx (it held NaN) with the gradient of dx += grad: "
+       << differ << " of " << got.size() << " differ, first [" << first << "] got "
+       << (differ ? got[first] : 0.0f) << " want " << (differ ? grad[first] : 0.0f));
+  CHECK(differ == 0);
   return grad;
 }
 

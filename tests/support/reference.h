@@ -72,6 +72,12 @@ Tensor upload_u16(Backend& be, const std::vector<uint16_t>& bits, const Shape& s
 std::vector<float> check_accumulates(Backend& be, const Shape& shape,
                                      const std::function<void(const Tensor& dx)>& backward,
                                      uint64_t seed = 99);
+// The same for an operator with an `accumulate` flag, `backward(dx, true)` as above; then
+// `backward(dx, false)` into dx filled with NaN must give the first run's gradient exactly
+// (overwritten, never read; -0 and +0 count as equal).
+std::vector<float> check_accumulates(
+    Backend& be, const Shape& shape,
+    const std::function<void(const Tensor& dx, bool accumulate)>& backward, uint64_t seed = 99);
 
 // Relative tolerance of an f32 GEMM against a double reference, as a fraction of
 // sum_k |a_ik b_kj|: tight for full-precision GEMMs, looser for a GPU that uses TF32.
