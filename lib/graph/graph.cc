@@ -40,16 +40,15 @@ const Tensor& Graph::grad(const Var& v) {
   return v->grad;
 }
 
-const Tensor& Graph::grad_to_write(const Var& v, bool* fresh) {
-  *fresh = !v->grad.defined();
-  if (!*fresh) return v->grad;
+Graph::GradTarget Graph::grad_target(const Var& v) {
+  if (v->grad.defined()) return {v->grad, true};
   v->grad = v->persistent ? be_.empty(v->value.shape()) : alloc(v->value.shape());
 #ifdef TX_POISON_FRESH_GRADS
   // Sanitizer builds: an op that reads or skips part of a buffer it was told to overwrite
   // leaves NaN in the gradient, which the gradient tests then catch.
   be_.fill(v->grad, std::numeric_limits<float>::quiet_NaN());
 #endif
-  return v->grad;
+  return {v->grad, false};
 }
 
 bool Graph::adopt_grad(const Var& v, const Tensor& dy) {

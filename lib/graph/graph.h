@@ -62,11 +62,16 @@ class Graph {
   // v's gradient, allocated and zeroed on first use (once per step for activations; once
   // for parameters, which then accumulate until zeroed by their owner).
   const Tensor& grad(const Var& v);
-  // v's gradient for an op that writes every element of it. When v has none yet the buffer is
-  // new and not zeroed, and *fresh is set: the op must overwrite it (GEMM beta 0, an operator's
-  // accumulate off). Otherwise *fresh is cleared and the op adds into the existing buffer.
+  // Where an op that writes every element of v's gradient puts it. When v has none yet the
+  // buffer is new and not zeroed and accumulate is false: the op must overwrite it (GEMM beta
+  // 0, an operator's accumulate off). Otherwise the op adds into v's existing gradient.
   // Saves zeroing a buffer that is about to be overwritten (a few % of a training step).
-  const Tensor& grad_to_write(const Var& v, bool* fresh);
+  struct GradTarget {
+    Tensor dx;
+    bool accumulate;
+    float beta() const { return accumulate ? 1.0f : 0.0f; }  // for a GEMM's C
+  };
+  GradTarget grad_target(const Var& v);
   // Makes dy itself v's gradient when v has none yet and is not a parameter, for ops whose
   // backward passes dy through unchanged (add, reshape): no zeroing, no copy. dy must be dead
   // to everything else once the calling closure returns. False: the caller must add dy.

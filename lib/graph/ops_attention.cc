@@ -12,9 +12,8 @@ Var softmax(Graph& g, const Var& x, float scale, const Tensor& key_lengths, bool
   if (rec)
     g.record([x, y, scale](Graph& g) {
       if (!y->grad.defined()) return;
-      bool fresh = false;
-      const Tensor& dx = g.grad_to_write(x, &fresh);
-      g.backend().softmax_backward(y->value, y->grad, scale, dx, /*accumulate=*/!fresh);
+      const auto [dx, accumulate] = g.grad_target(x);
+      g.backend().softmax_backward(y->value, y->grad, scale, dx, accumulate);
     });
   return y;
 }
@@ -29,9 +28,8 @@ Var split_heads(Graph& g, const Var& x, int heads) {
   if (rec)
     g.record([x, y](Graph& g) {
       if (!y->grad.defined()) return;
-      bool fresh = false;
-      const Tensor& dx = g.grad_to_write(x, &fresh);
-      g.backend().merge_heads(y->grad, dx, /*accumulate=*/!fresh);
+      const auto [dx, accumulate] = g.grad_target(x);
+      g.backend().merge_heads(y->grad, dx, accumulate);
     });
   return y;
 }
@@ -46,9 +44,8 @@ Var merge_heads(Graph& g, const Var& x) {
   if (rec)
     g.record([x, y, heads](Graph& g) {
       if (!y->grad.defined()) return;
-      bool fresh = false;
-      const Tensor& dx = g.grad_to_write(x, &fresh);
-      g.backend().split_heads(y->grad, heads, dx, /*accumulate=*/!fresh);
+      const auto [dx, accumulate] = g.grad_target(x);
+      g.backend().split_heads(y->grad, heads, dx, accumulate);
     });
   return y;
 }

@@ -10,12 +10,11 @@ namespace tx::ops {
 namespace {
 // dx (+)= alpha * dy: written, not added, when it is x's first gradient.
 void pass_grad(Graph& g, const Tensor& dy, float alpha, const Var& x) {
-  bool fresh = false;
-  const Tensor& dx = g.grad_to_write(x, &fresh);
-  if (fresh)
-    g.backend().scale(dy, alpha, dx);
-  else
+  const auto [dx, accumulate] = g.grad_target(x);
+  if (accumulate)
     g.backend().axpy(alpha, dy, dx);
+  else
+    g.backend().scale(dy, alpha, dx);
 }
 }  // namespace
 
@@ -56,9 +55,8 @@ Var relu(Graph& g, const Var& x) {
   if (rec)
     g.record([x, y](Graph& g) {
       if (!y->grad.defined()) return;
-      bool fresh = false;
-      const Tensor& dx = g.grad_to_write(x, &fresh);
-      g.backend().relu_backward(y->grad, y->value, dx, /*accumulate=*/!fresh);
+      const auto [dx, accumulate] = g.grad_target(x);
+      g.backend().relu_backward(y->grad, y->value, dx, accumulate);
     });
   return y;
 }
@@ -71,9 +69,8 @@ Var swish(Graph& g, const Var& x) {
   if (rec)
     g.record([x, y](Graph& g) {
       if (!y->grad.defined()) return;
-      bool fresh = false;
-      const Tensor& dx = g.grad_to_write(x, &fresh);
-      g.backend().swish_backward(y->grad, x->value, dx, /*accumulate=*/!fresh);
+      const auto [dx, accumulate] = g.grad_target(x);
+      g.backend().swish_backward(y->grad, x->value, dx, accumulate);
     });
   return y;
 }
@@ -88,9 +85,8 @@ Var dropout(Graph& g, const Var& x, float p) {
   if (rec)
     g.record([x, y, p, seed, offset](Graph& g) {
       if (!y->grad.defined()) return;
-      bool fresh = false;
-      const Tensor& dx = g.grad_to_write(x, &fresh);
-      g.backend().dropout_backward(y->grad, p, seed, offset, dx, /*accumulate=*/!fresh);
+      const auto [dx, accumulate] = g.grad_target(x);
+      g.backend().dropout_backward(y->grad, p, seed, offset, dx, accumulate);
     });
   return y;
 }
@@ -110,9 +106,8 @@ Var relu_dropout(Graph& g, const Var& x, float p) {
       // dy is this op's alone and dead after it: scaled in place. The same products as
       // dropout_backward's, so the gradient equals the two separate ops' bit for bit.
       g.backend().scale(y->grad, 1.0f / (1.0f - p), y->grad);
-      bool fresh = false;
-      const Tensor& dx = g.grad_to_write(x, &fresh);
-      g.backend().relu_backward(y->grad, y->value, dx, /*accumulate=*/!fresh);
+      const auto [dx, accumulate] = g.grad_target(x);
+      g.backend().relu_backward(y->grad, y->value, dx, accumulate);
     });
   return y;
 }

@@ -21,11 +21,10 @@ Var layer_norm(Graph& g, const Var& x, const Var& gamma, const Var& beta, float 
       auto grad_or_scratch = [&g](const Var& v) {
         return v->requires_grad ? g.grad(v) : g.alloc(v->value.shape());
       };
-      bool fresh = true;
-      const Tensor dx = x->requires_grad ? g.grad_to_write(x, &fresh) : g.alloc(x->value.shape());
+      const auto [dx, accumulate] =
+          x->requires_grad ? g.grad_target(x) : Graph::GradTarget{g.alloc(x->value.shape()), false};
       g.backend().layer_norm_backward(y->grad, x->value, gamma->value, mean, rstd, dx,
-                                      grad_or_scratch(gamma), grad_or_scratch(beta),
-                                      /*accumulate=*/!fresh);
+                                      grad_or_scratch(gamma), grad_or_scratch(beta), accumulate);
     });
   return y;
 }

@@ -33,9 +33,8 @@ Var linear(Graph& g, const Var& x, const Var& w, const Var& b) {
       const Tensor dy = y->grad.view({rows, out});
       const Tensor DY = g.gemm_operand(dy);
       if (x->requires_grad) {
-        bool fresh = false;
-        const Tensor dx = g.grad_to_write(x, &fresh).view({rows, in});
-        be.gemm(DY, false, W, false, dx, 1.0f, fresh ? 0.0f : 1.0f);
+        const Graph::GradTarget t = g.grad_target(x);
+        be.gemm(DY, false, W, false, t.dx.view({rows, in}), 1.0f, t.beta());
       }
       if (w->requires_grad) be.gemm(DY, true, X, false, g.grad(w), 1.0f, 1.0f);
       if (b && b->requires_grad) be.sum_rows(dy, g.grad(b), 1.0f);
@@ -200,18 +199,18 @@ Var matmul(Graph& g, const Var& a, bool trans_a, const Var& b, bool trans_b, flo
       const Tensor dc = g.gemm_operand(as_batched(c->grad));
       // With C = op(A) op(B): d op(A) = dC op(B)^T and d op(B) = op(A)^T dC, then undo op.
       if (a->requires_grad) {
-        bool fresh = false;
-        Tensor da = as_batched(g.grad_to_write(a, &fresh));
-        const float beta = fresh ? 0.0f : 1.0f;
+        const Graph::GradTarget t = g.grad_target(a);
+        const Tensor da = as_batched(t.dx);
+        const float beta = t.beta();
         if (!trans_a)
           be.gemm(dc, false, B, !trans_b, da, alpha, beta);  // dA = dC op(B)^T
         else
           be.gemm(B, trans_b, dc, true, da, alpha, beta);  // dA = op(B) dC^T
       }
       if (b->requires_grad) {
-        bool fresh = false;
-        Tensor db = as_batched(g.grad_to_write(b, &fresh));
-        const float beta = fresh ? 0.0f : 1.0f;
+        const Graph::GradTarget t = g.grad_target(b);
+        const Tensor db = as_batched(t.dx);
+        const float beta = t.beta();
         if (!trans_b)
           be.gemm(A, !trans_a, dc, false, db, alpha, beta);  // dB = op(A)^T dC
         else
