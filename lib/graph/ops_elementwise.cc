@@ -29,6 +29,8 @@ Var add(Graph& g, const Var& a, const Var& b) {
       if (!y->grad.defined()) return;
       // dy passes to both: the first takes y's buffer as its own, the other gets a copy (or
       // adds it). a and b may be the same Var (x + x): then the second use doubles it in place.
+      // The copy cannot be shared too: in a residual block y = x + f(x), f's backward still
+      // reads its output's gradient while it adds into x's, so one buffer would alias them.
       const bool taken = a->requires_grad && g.adopt_grad(a, y->grad);
       if (a->requires_grad && !taken) g.backend().axpy(1.0f, y->grad, g.grad(a));
       if (b->requires_grad && (taken || !g.adopt_grad(b, y->grad))) pass_grad(g, y->grad, 1.0f, b);
