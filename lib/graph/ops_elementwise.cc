@@ -32,7 +32,7 @@ Var add(Graph& g, const Var& a, const Var& b) {
       // The copy cannot be shared too: in a residual block y = x + f(x), f's backward still
       // reads its output's gradient while it adds into x's, so one buffer would alias them.
       const bool taken = a->requires_grad && g.adopt_grad(a, y->grad);
-      if (a->requires_grad && !taken) g.backend().axpy(1.0f, y->grad, g.grad(a));
+      if (a->requires_grad && !taken) pass_grad(g, y->grad, 1.0f, a);
       if (b->requires_grad && (taken || !g.adopt_grad(b, y->grad))) pass_grad(g, y->grad, 1.0f, b);
     });
   return y;
