@@ -46,11 +46,11 @@ size_t GemmCache::size() const {
 namespace {
 
 // Row-major [rows, cols] operand stored transposed when `trans` (i.e. as [cols, rows]).
-memory::desc operand(int64_t batch, int64_t rows, int64_t cols, bool trans) {
+memory::desc operand(int64_t batch, int64_t rows, int64_t cols, bool trans,
+                     memory::data_type type = memory::data_type::f32) {
   dims strides = trans ? dims{rows * cols, 1, rows} : dims{rows * cols, cols, 1};
-  if (batch == 0)
-    return memory::desc({rows, cols}, memory::data_type::f32, {strides[1], strides[2]});
-  return memory::desc({batch, rows, cols}, memory::data_type::f32, strides);
+  if (batch == 0) return memory::desc({rows, cols}, type, {strides[1], strides[2]});
+  return memory::desc({batch, rows, cols}, type, strides);
 }
 
 // Row-major c [m, n] = alpha op(a) op(b) + beta c through oneDNN's sgemm, a failure an error.
@@ -136,7 +136,15 @@ void GemmCache::run(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b
                   beta);
     return;
   }
-  Key key{batch, m, n, k, trans_a, trans_b, alpha, beta};
+  run_batched(a, trans_a, b, trans_b, c, alpha, beta);
+}
+
+void GemmCache::run_batched(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                            const Tensor& c, float alpha, float beta) {
+  const int64_t batch = a.dim(0), m = c.dim(-2), n = c.dim(-1);
+  const int64_t k = trans_a ? a.dim(-2) : a.dim(-1);
+  const bool bf16 = a.dtype() == DType::bf16;
+  Key key{batch, m, n, k, trans_a, trans_b, alpha, beta, bf16};
 
   std::lock_guard<std::mutex> lock(impl_->mutex);
   auto it = impl_->entries.find(key);
@@ -144,8 +152,9 @@ void GemmCache::run(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b
     // Shapes that vary with every batch (token batching, tx-score's pairs) would otherwise keep
     // a primitive each for the life of the process: past kMaxShapes the cache starts afresh.
     if (impl_->entries.size() >= kMaxShapes) impl_->entries.clear();
-    memory::desc a_md = operand(batch, m, k, trans_a);
-    memory::desc b_md = operand(batch, k, n, trans_b);
+    const auto type = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+    memory::desc a_md = operand(batch, m, k, trans_a, type);
+    memory::desc b_md = operand(batch, k, n, trans_b, type);
     memory::desc c_md = operand(batch, m, n, false);
     dnnl::primitive_attr attr;
     if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
