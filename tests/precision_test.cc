@@ -168,6 +168,44 @@ TEMPLATE_TEST_CASE(
     }
 }
 
+// The backward of an operand used twice accumulates into its gradient (the GEMM's beta 1): the
+// batched low-precision path must add to C, not overwrite it.
+TEMPLATE_TEST_CASE(
+    "precision: batched matmul with bf16/f16 operands accumulates the gradient of an operand "
+    "used twice",
+    "[precision]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  const int B = 4, M = 6, K = 32, N = 9;
+  tx::Rng rng(74);
+  const std::vector<float> ah = random_normal(rng, B * M * K), bh = random_normal(rng, B * K * N),
+                           dch = random_normal(rng, B * M * N);
+  for (const DType dtype : {DType::bf16, DType::f16}) {
+    DYNAMIC_SECTION(name(dtype)) {
+      Graph g(*be, GraphOptions{true, true, 1, false, dtype});
+      Var a = tx::make_var(be->upload(ah, {B, M, K}), true);
+      Var b = tx::make_var(be->upload(bh, {B, N, K}), true);  // as attention's K: trans_b
+      Var c = tx::ops::add(g, tx::ops::matmul(g, a, false, b, true, 0.5f),
+                           tx::ops::matmul(g, a, false, b, true, 0.25f));
+      g.backward(c, be->upload(dch, {B, M, N}));
+      const std::vector<float> da = be->download<float>(a->grad), db = be->download<float>(b->grad);
+      const std::vector<float> br = rounded(bh, dtype), ar = rounded(ah, dtype),
+                               dcr = rounded(dch, dtype);
+      for (int e = 0; e < B; ++e) {
+        const size_t ao = size_t(e) * M * K, bo = size_t(e) * N * K, co = size_t(e) * M * N;
+        // dA = 0.75 dC B, dB = 0.75 dC^T A: 0.5 from one product, 0.25 added by the other.
+        std::vector<double> want_da =
+            host_gemm(dcr.data() + co, false, br.data() + bo, false, M, K, N);
+        std::vector<double> want_db =
+            host_gemm(dcr.data() + co, true, ar.data() + ao, false, N, K, M);
+        for (double& x : want_da) x *= 0.75;
+        for (double& x : want_db) x *= 0.75;
+        check_close(std::vector<float>(da.begin() + ao, da.begin() + ao + M * K), want_da, want_da);
+        check_close(std::vector<float>(db.begin() + bo, db.begin() + bo + N * K), want_db, want_db);
+      }
+    }
+  }
+}
+
 TEMPLATE_TEST_CASE(
     "precision: a parameter's rounded copy is made once and refreshed by "
     "weights_changed - and inference's prepared copy computes the same",
