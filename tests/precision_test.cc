@@ -63,6 +63,16 @@ double check_close(const std::vector<float>& got, const std::vector<double>& wan
   return off_f32;
 }
 
+// Element e's matrix of a batch: n values from at.
+std::vector<float> slice(const std::vector<float>& v, size_t at, size_t n) {
+  return std::vector<float>(v.begin() + at, v.begin() + at + n);
+}
+
+std::vector<double> scaled(double s, std::vector<double> v) {
+  for (double& x : v) x *= s;
+  return v;
+}
+
 const char* name(DType d) {
   return d == DType::bf16 ? "bf16" : "f16";
 }
@@ -139,21 +149,14 @@ TEMPLATE_TEST_CASE(
                                  dcr = rounded(dch, dtype);
         for (int e = 0; e < B; ++e) {
           const size_t ao = size_t(e) * M * K, bo = size_t(e) * K * N, co = size_t(e) * M * N;
-          auto slice = [](const std::vector<float>& v, size_t at, size_t n) {
-            return std::vector<float>(v.begin() + at, v.begin() + at + n);
-          };
-          auto half = [](std::vector<double> v) {
-            for (double& x : v) x *= 0.5;
-            return v;
-          };
           check_close(slice(cv, co, M * N),
-                      half(host_gemm(ar.data() + ao, ta, br.data() + bo, tb, M, N, K)),
-                      half(host_gemm(ah.data() + ao, ta, bh.data() + bo, tb, M, N, K)));
+                      scaled(0.5, host_gemm(ar.data() + ao, ta, br.data() + bo, tb, M, N, K)),
+                      scaled(0.5, host_gemm(ah.data() + ao, ta, bh.data() + bo, tb, M, N, K)));
           // d op(a) = dc op(b)^T (stored transposed when ta), d op(b) = op(a)^T dc.
           const std::vector<double> dopa =
-              half(host_gemm(dcr.data() + co, false, br.data() + bo, !tb, M, K, N));
+              scaled(0.5, host_gemm(dcr.data() + co, false, br.data() + bo, !tb, M, K, N));
           const std::vector<double> dopb =
-              half(host_gemm(ar.data() + ao, !ta, dcr.data() + co, false, K, N, M));
+              scaled(0.5, host_gemm(ar.data() + ao, !ta, dcr.data() + co, false, K, N, M));
           std::vector<double> want_da(size_t(M) * K), want_db(size_t(K) * N);
           for (int i = 0; i < M; ++i)
             for (int p = 0; p < K; ++p)
@@ -193,14 +196,12 @@ TEMPLATE_TEST_CASE(
       for (int e = 0; e < B; ++e) {
         const size_t ao = size_t(e) * M * K, bo = size_t(e) * N * K, co = size_t(e) * M * N;
         // dA = 0.75 dC B, dB = 0.75 dC^T A: 0.5 from one product, 0.25 added by the other.
-        std::vector<double> want_da =
-            host_gemm(dcr.data() + co, false, br.data() + bo, false, M, K, N);
-        std::vector<double> want_db =
-            host_gemm(dcr.data() + co, true, ar.data() + ao, false, N, K, M);
-        for (double& x : want_da) x *= 0.75;
-        for (double& x : want_db) x *= 0.75;
-        check_close(std::vector<float>(da.begin() + ao, da.begin() + ao + M * K), want_da, want_da);
-        check_close(std::vector<float>(db.begin() + bo, db.begin() + bo + N * K), want_db, want_db);
+        const std::vector<double> want_da =
+            scaled(0.75, host_gemm(dcr.data() + co, false, br.data() + bo, false, M, K, N));
+        const std::vector<double> want_db =
+            scaled(0.75, host_gemm(dcr.data() + co, true, ar.data() + ao, false, N, K, M));
+        check_close(slice(da, ao, M * K), want_da, want_da);
+        check_close(slice(db, bo, N * K), want_db, want_db);
       }
     }
   }
