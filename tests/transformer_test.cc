@@ -886,9 +886,9 @@ TEMPLATE_TEST_CASE(
         for (const Batch* x : {&warm, &b}) {
           params.zero_grad(*be);
           g.rng().set_counter(0);
-          Var logits = model.forward(g, be->upload(x->src, {x->B, x->S}),
-                                     be->upload(x->src_len, {x->B}),
-                                     be->upload(x->tgt_in, {x->B, x->T}));
+          Var logits =
+              model.forward(g, be->upload(x->src, {x->B, x->S}), be->upload(x->src_len, {x->B}),
+                            be->upload(x->tgt_in, {x->B, x->T}));
           Var loss = tx::nn::label_smoothed_loss(g, logits, be->upload(x->tgt_out, {x->B, x->T}),
                                                  0.1f, kPad, nullptr, trainer_path);
           g.backward(loss);
