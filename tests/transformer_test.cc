@@ -17,6 +17,7 @@
 #include "nn/loss.h"
 #include "support/backends.h"
 #include "support/reference.h"
+#include "train/batch_loss.h"
 
 namespace {
 
@@ -862,9 +863,9 @@ TEMPLATE_TEST_CASE(
     "transformer: the trainer's graph (arena, released logits) gives the plain graph's gradients "
     "on a 4 + 3 model with dropout",
     "[nn][transformer]", TX_BACKENDS) {
-  // tx-train draws activations from a rewound arena and lets the loss overwrite the logits; the
-  // finite-difference checks above use neither and 2 + 2 layers. A buffer reused while still
-  // needed would show only with depth and in the trainer's path: same masks, same gradients.
+  // tx-train's batch_loss draws activations from a rewound arena and lets the loss overwrite the
+  // logits; the finite-difference checks above use neither and 2 + 2 layers. A buffer reused while
+  // still needed would show only with depth and in the trainer's path: same masks, same gradients.
   TX_BACKEND_OR_SKIP(be);
   for (bool pre_norm : {false, true}) {
     DYNAMIC_SECTION((pre_norm ? "pre-norm" : "post-norm")) {
@@ -886,12 +887,15 @@ TEMPLATE_TEST_CASE(
         for (const Batch* x : {&warm, &b}) {
           params.zero_grad(*be);
           g.rng().set_counter(0);
-          Var logits =
-              model.forward(g, be->upload(x->src, {x->B, x->S}), be->upload(x->src_len, {x->B}),
-                            be->upload(x->tgt_in, {x->B, x->T}));
-          Var loss = tx::nn::label_smoothed_loss(g, logits, be->upload(x->tgt_out, {x->B, x->T}),
-                                                 0.1f, kPad, nullptr, trainer_path);
-          g.backward(loss);
+          tx::data::Batch db;
+          db.size = x->B;
+          db.src_len = x->S;
+          db.tgt_len = x->T;
+          db.src = x->src;
+          db.src_lengths = x->src_len;
+          db.tgt_in = x->tgt_in;
+          db.tgt_out = x->tgt_out;
+          g.backward(tx::train::batch_loss(g, model, db, 0.1f, kPad, trainer_path));
           g.reset();
         }
         for (const auto& item : params.items())
