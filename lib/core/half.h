@@ -24,11 +24,12 @@ TX_HOST_DEVICE inline float bits_float(uint32_t u) {
   return f;
 }
 
+// A select rather than an early return for NaN, so that loops over it vectorise.
 TX_HOST_DEVICE inline uint16_t float_to_bf16(float f) {
-  uint32_t u = float_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
+  const uint32_t u = float_bits(f);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (u >> 16) | 0x40u;
+  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 TX_HOST_DEVICE inline float bf16_to_float(uint16_t h) {
   return bits_float(uint32_t(h) << 16);
