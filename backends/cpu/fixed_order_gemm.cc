@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -11,7 +12,17 @@
 #include <immintrin.h>
 #endif
 
+#include "core/error.h"
 #include "parallel.h"
+
+// The bf16 kernel needs VDPBF16PS at compile time (-march=native on AMD Zen 4 and later, Intel
+// Cooper Lake and Sapphire Rapids and later); elsewhere pack_weight leaves bf16 weights to the
+// oneDNN path.
+#if defined(__AVX512F__) && defined(__AVX512BF16__)
+#define TX_FIXED_ORDER_BF16 1
+#else
+#define TX_FIXED_ORDER_BF16 0
+#endif
 
 namespace tx::cpu {
 
@@ -83,27 +94,52 @@ inline vec vfma(vec a, vec b, vec c) {
 }
 #endif
 
+// What one step of a chain multiplies in: one f32 k, or (with AVX512-BF16) a pair of bf16 k in
+// one VDPBF16PS. Both are 4-byte units, so panels, slices and blocking are one code in units.
+struct F32 {
+  using unit = float;
+  using avec = vec;
+  static avec bcast(const unit* p) { return vbroadcast(p); }
+  static vec madd(avec a, const unit* b, vec acc) { return vfma(a, vload(b), acc); }
+};
+#if TX_FIXED_ORDER_BF16
+struct Bf16Pairs {
+  using unit = uint32_t;
+  using avec = __m512bh;
+  // memcpy: a is bf16 data read two at a time.
+  static avec bcast(const unit* p) {
+    uint32_t u;
+    std::memcpy(&u, p, sizeof u);
+    return (__m512bh)_mm512_set1_epi32(static_cast<int>(u));
+  }
+  static vec madd(avec a, const unit* b, vec acc) {
+    return _mm512_dpbf16_ps(acc, a, (__m512bh)_mm512_loadu_si512(b));
+  }
+};
+#endif
+
 constexpr int64_t kPanel = 2 * W;    // columns per panel: two vectors
 constexpr int kRows = 6;             // rows per kernel call: 12 accumulators in AVX2's 16 registers
-constexpr int64_t kDepth = 256;      // k per pass: a panel's slice (16-32 kB) stays in L1
+constexpr int64_t kDepth = 256;      // units of k per pass: a panel's slice (16-32 kB) stays in L1
 constexpr int64_t kBlockRows = 192;  // rows per pass: their slice of a stays in L2
 
-// c[0..R) x [0..kPanel) (row stride ldc) continues its chains over `depth` more k: zero first
-// when `first`. a: the rows' slice of a packed k-major (a[k * kRows + r]); b: the panel's.
-template <int R>
-void kernel(const float* a, const float* b, int64_t depth, float* c, int64_t ldc, bool first) {
+// c[0..R) x [0..kPanel) (row stride ldc) continues its chains over `depth` more units of k: zero
+// first when `first`. a: the rows' slice of a packed k-major (a[k * kRows + r]); b: the panel's.
+template <class E, int R>
+void kernel(const typename E::unit* a, const typename E::unit* b, int64_t depth, float* c,
+            int64_t ldc, bool first) {
   vec acc[R][2];
   for (int r = 0; r < R; ++r) {
     acc[r][0] = first ? vzero() : vload(c + r * ldc);
     acc[r][1] = first ? vzero() : vload(c + r * ldc + W);
   }
   for (int64_t k = 0; k < depth; ++k) {
-    const vec b0 = vload(b + k * kPanel), b1 = vload(b + k * kPanel + W);
+    const typename E::unit* bk = b + k * kPanel;
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
-      const vec ar = vbroadcast(a + k * kRows + r);
-      acc[r][0] = vfma(ar, b0, acc[r][0]);
-      acc[r][1] = vfma(ar, b1, acc[r][1]);
+      const typename E::avec ar = E::bcast(a + k * kRows + r);
+      acc[r][0] = E::madd(ar, bk, acc[r][0]);
+      acc[r][1] = E::madd(ar, bk + W, acc[r][1]);
     }
   }
   for (int r = 0; r < R; ++r) {
@@ -112,38 +148,39 @@ void kernel(const float* a, const float* b, int64_t depth, float* c, int64_t ldc
   }
 }
 
-void run_kernel(int rows, const float* a, const float* b, int64_t depth, float* c, int64_t ldc,
-                bool first) {
+template <class E>
+void run_kernel(int rows, const typename E::unit* a, const typename E::unit* b, int64_t depth,
+                float* c, int64_t ldc, bool first) {
   switch (rows) {
     case 1:
-      return kernel<1>(a, b, depth, c, ldc, first);
+      return kernel<E, 1>(a, b, depth, c, ldc, first);
     case 2:
-      return kernel<2>(a, b, depth, c, ldc, first);
+      return kernel<E, 2>(a, b, depth, c, ldc, first);
     case 3:
-      return kernel<3>(a, b, depth, c, ldc, first);
+      return kernel<E, 3>(a, b, depth, c, ldc, first);
     case 4:
-      return kernel<4>(a, b, depth, c, ldc, first);
+      return kernel<E, 4>(a, b, depth, c, ldc, first);
     case 5:
-      return kernel<5>(a, b, depth, c, ldc, first);
+      return kernel<E, 5>(a, b, depth, c, ldc, first);
     default:
-      return kernel<6>(a, b, depth, c, ldc, first);
+      return kernel<E, 6>(a, b, depth, c, ldc, first);
   }
 }
 
 // One row against P whole panels side by side (b: the first; the others follow k * kPanel
 // apart), over all of k: one row alone has 2 chains per panel, too few to hide the FMA's latency,
 // so P panels give 2P. Each output's chain is the same as kernel's.
-template <int P>
-void row_kernel(const float* a, const float* b, int64_t k, float* c) {
+template <class E, int P>
+void row_kernel(const typename E::unit* a, const typename E::unit* b, int64_t k, float* c) {
   vec acc[P][2];
   for (int j = 0; j < P; ++j) acc[j][0] = acc[j][1] = vzero();
   for (int64_t q = 0; q < k; ++q) {
-    const vec aq = vbroadcast(a + q);
+    const typename E::avec aq = E::bcast(a + q);
 #pragma GCC unroll 4
     for (int j = 0; j < P; ++j) {
-      const float* bq = b + (j * k + q) * kPanel;
-      acc[j][0] = vfma(aq, vload(bq), acc[j][0]);
-      acc[j][1] = vfma(aq, vload(bq + W), acc[j][1]);
+      const typename E::unit* bq = b + (j * k + q) * kPanel;
+      acc[j][0] = E::madd(aq, bq, acc[j][0]);
+      acc[j][1] = E::madd(aq, bq + W, acc[j][1]);
     }
   }
   for (int j = 0; j < P; ++j) {
@@ -155,22 +192,24 @@ void row_kernel(const float* a, const float* b, int64_t k, float* c) {
 // Copies rows [r0, r0 + rows) x k [k0, k0 + depth) of a (row stride k) k-major per kRows rows:
 // the kernel then reads one stream of it. Each thread packs its own copy: a pass then needs no
 // barrier (packing is 1/n of the pass's work, a barrier a wait for the slower thread).
-void pack_slice(const float* a, int64_t k, int64_t r0, int64_t rows, int64_t k0, int64_t depth,
-                float* slice) {
+template <class U>
+void pack_slice(const U* a, int64_t k, int64_t r0, int64_t rows, int64_t k0, int64_t depth,
+                U* slice) {
   const int64_t groups = (rows + kRows - 1) / kRows;
   for (int64_t g = 0; g < groups; ++g) {
-    float* to = slice + g * kRows * depth;
+    U* to = slice + g * kRows * depth;
     const int64_t n_rows = std::min<int64_t>(kRows, rows - g * kRows);
     for (int64_t r = 0; r < n_rows; ++r) {
-      const float* from = a + (r0 + g * kRows + r) * k + k0;
-      for (int64_t q = 0; q < depth; ++q) to[q * kRows + r] = from[q];
+      const U* from = a + (r0 + g * kRows + r) * k + k0;
+      for (int64_t q = 0; q < depth; ++q) std::memcpy(to + q * kRows + r, from + q, sizeof(U));
     }
   }
 }
 
-// The weight slice the thread reads after this one (`next`, `floats` long) is fetched into L2
-// while this one is computed, a share before each row group: decoding reads every weight from
-// memory once a step (~100 MB at d512), and the hardware prefetcher restarts at each panel.
+// The weight slice the thread reads after this one (`next`, `lines` cache lines long) is
+// fetched into L2 while this one is computed, a share before each row group: decoding reads
+// every weight from memory once a step (~100 MB at d512), and the hardware prefetcher restarts
+// at each panel.
 struct Prefetch {
   const char* next = nullptr;
   int64_t lines = 0, done = 0;
@@ -182,20 +221,22 @@ struct Prefetch {
 
 // This thread's panels [p0, p1) of c's rows [i0, i0 + rows), continuing their chains over the
 // pass [k0, k0 + depth) whose slice of a is `slice`. `after`: the weight slice this thread
-// reads first in the next pass or row block (null if none), `after_floats` its length.
-void gemm_panels(const float* slice, int64_t i0, int64_t rows, int64_t k, int64_t k0, int64_t depth,
-                 const float* panels, int64_t n, float* c, int64_t p0, int64_t p1,
-                 const float* after, int64_t after_floats) {
+// reads first in the next pass or row block (null if none), `after_units` its length.
+template <class E>
+void gemm_panels(const typename E::unit* slice, int64_t i0, int64_t rows, int64_t k, int64_t k0,
+                 int64_t depth, const typename E::unit* panels, int64_t n, float* c, int64_t p0,
+                 int64_t p1, const typename E::unit* after, int64_t after_units) {
+  constexpr int64_t kUnitsPerLine = 64 / sizeof(typename E::unit);
   // The last panel's padded columns land in a tile and only the real ones are copied out.
   float tile[kBlockRows * kPanel];
   const int64_t groups = (rows + kRows - 1) / kRows;
   for (int64_t p = p0; p < p1; ++p) {
-    const float* b = panels + p * k * kPanel + k0 * kPanel;
+    const typename E::unit* b = panels + p * k * kPanel + k0 * kPanel;
     Prefetch ahead;
     // A few rows are bound by memory, not by the FMAs: nothing to overlap, leave it to the
     // hardware prefetcher.
     if (groups > 1) ahead.next = reinterpret_cast<const char*>(p + 1 < p1 ? b + k * kPanel : after);
-    ahead.lines = ahead.next ? (p + 1 < p1 ? depth * kPanel : after_floats) * 4 / 64 : 0;
+    ahead.lines = ahead.next ? (p + 1 < p1 ? depth * kPanel : after_units) / kUnitsPerLine : 0;
     const int64_t col = p * kPanel, cols = std::min(kPanel, n - col);
     const bool whole = cols == kPanel;
     float* out = whole ? c + i0 * n + col : tile;
@@ -205,12 +246,60 @@ void gemm_panels(const float* slice, int64_t i0, int64_t rows, int64_t k, int64_
         std::memcpy(tile + r * kPanel, c + (i0 + r) * n + col, cols * sizeof(float));
     for (int64_t r = 0, g = 0; r < rows; r += kRows, ++g) {
       ahead.some(groups - g);
-      run_kernel(static_cast<int>(std::min<int64_t>(kRows, rows - r)), slice + r * depth, b, depth,
-                 out + r * ldc, ldc, k0 == 0);
+      run_kernel<E>(static_cast<int>(std::min<int64_t>(kRows, rows - r)), slice + r * depth, b,
+                    depth, out + r * ldc, ldc, k0 == 0);
     }
     if (!whole)
       for (int64_t r = 0; r < rows; ++r)
         std::memcpy(c + (i0 + r) * n + col, tile + r * kPanel, cols * sizeof(float));
+  }
+}
+
+// c [m, n] = a [m, k units] @ panels^T: what fixed_order_gemm and fixed_order_gemm_bf16 share.
+template <class E>
+void gemm_units(const typename E::unit* a, int64_t m, int64_t k, const typename E::unit* panels,
+                int64_t n, float* c) {
+  using unit = typename E::unit;
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    std::fill(c, c + m * n, 0.0f);
+    return;
+  }
+  const int64_t count = (n + kPanel - 1) / kPanel;
+  // Columns are split between the threads, never rows or k: a row's sums are the same chains
+  // whoever computes them.
+#pragma omp parallel if (!omp_in_parallel() && count > 1 && m * n * k >= 64 * kElementwiseGrain)
+  {
+    // This thread's slice of a.
+    thread_local std::vector<unit> slice;
+    slice.resize(static_cast<size_t>(kBlockRows * kDepth));
+    unit* own = slice.data();
+    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    int64_t p0 = count * t / threads;
+    const int64_t p1 = count * (t + 1) / threads;
+    if (m == 1) {  // a decoding step of one sentence and beam 1: a is the one row
+      constexpr int kSide = 4;
+      for (; p0 + kSide <= p1 && (p0 + kSide) * kPanel <= n; p0 += kSide)
+        row_kernel<E, kSide>(a, panels + p0 * k * kPanel, k, c + p0 * kPanel);
+    }
+    for (int64_t i0 = 0; i0 < m; i0 += kBlockRows) {
+      const int64_t rows = std::min(kBlockRows, m - i0);
+      for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
+        const int64_t depth = std::min(kDepth, k - k0);
+        if (p0 == p1) break;
+        pack_slice(a, k, i0, rows, k0, depth, own);
+        // What this thread reads first after this pass: its first panel's next slice of k,
+        // or of the next row block its first slice.
+        const unit* after = nullptr;
+        int64_t after_units = 0;
+        if (p0 < p1 && (k0 + depth < k || i0 + rows < m)) {
+          const int64_t k1 = k0 + depth < k ? k0 + depth : 0;
+          after = panels + p0 * k * kPanel + k1 * kPanel;
+          after_units = std::min(kDepth, k - k1) * kPanel;
+        }
+        gemm_panels<E>(own, i0, rows, k, k0, depth, panels, n, c, p0, p1, after, after_units);
+      }
+    }
   }
 }
 
@@ -234,47 +323,43 @@ void pack_panels(const float* w, int64_t n, int64_t k, float* panels) {
 
 void fixed_order_gemm(const float* a, int64_t m, int64_t k, const float* panels, int64_t n,
                       float* c) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    std::fill(c, c + m * n, 0.0f);
-    return;
-  }
-  const int64_t count = (n + kPanel - 1) / kPanel;
-  // Columns are split between the threads, never rows or k: a row's sums are the same chains
-  // whoever computes them.
-#pragma omp parallel if (!omp_in_parallel() && count > 1 && m * n * k >= 64 * kElementwiseGrain)
-  {
-    // This thread's slice of a.
-    thread_local std::vector<float> slice;
-    slice.resize(static_cast<size_t>(kBlockRows * kDepth));
-    float* own = slice.data();
-    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
-    int64_t p0 = count * t / threads;
-    const int64_t p1 = count * (t + 1) / threads;
-    if (m == 1) {  // a decoding step of one sentence and beam 1: a is the one row
-      constexpr int kSide = 4;
-      for (; p0 + kSide <= p1 && (p0 + kSide) * kPanel <= n; p0 += kSide)
-        row_kernel<kSide>(a, panels + p0 * k * kPanel, k, c + p0 * kPanel);
-    }
-    for (int64_t i0 = 0; i0 < m; i0 += kBlockRows) {
-      const int64_t rows = std::min(kBlockRows, m - i0);
-      for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
-        const int64_t depth = std::min(kDepth, k - k0);
-        if (p0 == p1) break;
-        pack_slice(a, k, i0, rows, k0, depth, own);
-        // What this thread reads first after this pass: its first panel's next slice of k,
-        // or of the next row block its first slice.
-        const float* after = nullptr;
-        int64_t after_floats = 0;
-        if (p0 < p1 && (k0 + depth < k || i0 + rows < m)) {
-          const int64_t k1 = k0 + depth < k ? k0 + depth : 0;
-          after = panels + p0 * k * kPanel + k1 * kPanel;
-          after_floats = std::min(kDepth, k - k1) * kPanel;
+  gemm_units<F32>(a, m, k, panels, n, c);
+}
+
+bool fixed_order_bf16_available() {
+  return TX_FIXED_ORDER_BF16;
+}
+
+int64_t panel_units_bf16(int64_t n, int64_t k) {
+  return panel_floats(n, (k + 1) / 2);
+}
+
+void pack_panels_bf16(const uint16_t* w, int64_t n, int64_t k, uint32_t* panels) {
+  const int64_t count = (n + kPanel - 1) / kPanel, pairs = (k + 1) / 2;
+#pragma omp parallel for if (!omp_in_parallel() && n * k >= 64 * kElementwiseGrain)
+  for (int64_t p = 0; p < count; ++p)
+    for (int64_t q = 0; q < pairs; ++q)
+      for (int64_t j = 0; j < kPanel; ++j) {
+        const int64_t row = p * kPanel + j;
+        uint32_t pair = 0;
+        if (row < n) {
+          // The lower half holds the even k, as a's pairs read from memory (little-endian).
+          pair = w[row * k + 2 * q];
+          if (2 * q + 1 < k) pair |= uint32_t(w[row * k + 2 * q + 1]) << 16;
         }
-        gemm_panels(own, i0, rows, k, k0, depth, panels, n, c, p0, p1, after, after_floats);
+        panels[(p * pairs + q) * kPanel + j] = pair;
       }
-    }
-  }
+}
+
+void fixed_order_gemm_bf16(const uint16_t* a, int64_t m, int64_t k, const uint32_t* panels,
+                           int64_t n, float* c) {
+  TX_CHECK(k % 2 == 0, "fixed_order_gemm_bf16: K = ", k, " must be even (a is read in pairs)");
+#if TX_FIXED_ORDER_BF16
+  gemm_units<Bf16Pairs>(reinterpret_cast<const uint32_t*>(a), m, k / 2, panels, n, c);
+#else
+  (void)a, (void)m, (void)panels, (void)n, (void)c;
+  TX_CHECK(false, "fixed_order_gemm_bf16: this build has no AVX512-BF16 kernel");
+#endif
 }
 
 }  // namespace tx::cpu

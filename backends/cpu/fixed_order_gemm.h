@@ -19,4 +19,16 @@ void pack_panels(const float* w, int64_t n, int64_t k, float* panels);
 void fixed_order_gemm(const float* a, int64_t m, int64_t k, const float* panels, int64_t n,
                       float* c);
 
+// The same for bf16 operands (--precision bf16 decoding), where this build has AVX512-BF16:
+// each output is one chain of VDPBF16PS steps over k's pairs in order (two products a step,
+// f32 sums), so a row's bits again do not depend on the other rows.
+bool fixed_order_bf16_available();
+// uint32 units of w [n, k] bf16 in the panels fixed_order_gemm_bf16 reads: as pack_panels, with
+// each unit a pair of k (an odd k's last pair padded with +0).
+int64_t panel_units_bf16(int64_t n, int64_t k);
+void pack_panels_bf16(const uint16_t* w, int64_t n, int64_t k, uint32_t* panels);
+// c [m, n] f32 = a [m, k] bf16 @ w^T for w packed by pack_panels_bf16; k must be even.
+void fixed_order_gemm_bf16(const uint16_t* a, int64_t m, int64_t k, const uint32_t* panels,
+                           int64_t n, float* c);
+
 }  // namespace tx::cpu

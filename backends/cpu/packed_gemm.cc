@@ -1,4 +1,4 @@
-// Weights packed once for inference (Backend::pack_weight, gemm_packed): f32 weights in
+// Weights packed once for inference (Backend::pack_weight, gemm_packed): f32 and bf16 weights in
 // fixed_order_gemm's column panels, i8 weights in oneDNN's s8 x u8 layout. A weight that every
 // decoding step multiplies is laid out once, not copied into panels on every call.
 #include <omp.h>
@@ -21,6 +21,18 @@ void CpuBackend::pack_weight_impl(PackedWeight& p) {
     pack_i8_weight(p);
     return;
   }
+  if (p.weight.dtype() == DType::bf16) {
+    // bf16: the same panels in pairs of k where the CPU has VDPBF16PS; elsewhere, and for f16,
+    // gemm_packed multiplies the weight as it is.
+    const int64_t n = p.weight.dim(0), k = p.weight.dim(1);
+    if (!fixed_order_bf16_available() || k % 2 != 0) return;
+    Tensor packed = empty({panel_units_bf16(n, k)}, DType::i32);
+    pack_panels_bf16(static_cast<const uint16_t*>(p.weight.raw()), n, k,
+                     static_cast<uint32_t*>(packed.raw()));
+    p.packed = packed;
+    return;
+  }
+  if (p.weight.dtype() != DType::f32) return;
   // f32: column panels for fixed_order_gemm, whose sums do not depend on the row count (a
   // sentence decodes to the same bits in any batch) and which reads them from any thread
   // count.
@@ -65,6 +77,11 @@ void CpuBackend::pack_i8_weight(PackedWeight& p) {
 void CpuBackend::gemm_packed_impl(const Tensor& a, const PackedWeight& w, const Tensor& c) {
   if (!w.packed.defined()) return gemm_weight_as_is(a, w, c);
   const int64_t m = a.shape().rows(), n = w.weight.dim(0), k = w.weight.dim(1);
+  if (w.weight.dtype() == DType::bf16) {
+    fixed_order_gemm_bf16(static_cast<const uint16_t*>(a.raw()), m, k,
+                          static_cast<const uint32_t*>(w.packed.raw()), n, c.data<float>());
+    return;
+  }
   fixed_order_gemm(a.data<float>(), m, k, w.packed.data<float>(), n, c.data<float>());
 }
 

@@ -202,8 +202,9 @@ void Backend::gemm_half_impl(const Tensor& a, bool trans_a, const Tensor& b, boo
 
 Backend::PackedWeight Backend::pack_weight(const Tensor& w) {
   require_device("pack_weight", "w", w, *this);
-  TX_CHECK(w.dtype() == DType::f32 || w.dtype() == DType::i8, "pack_weight: w ", w.str(),
-           " must be f32 (gemm_packed) or i8 (gemm_i8)");
+  TX_CHECK(w.dtype() == DType::f32 || w.dtype() == DType::bf16 || w.dtype() == DType::f16 ||
+               w.dtype() == DType::i8,
+           "pack_weight: w ", w.str(), " must be f32, bf16 or f16 (gemm_packed) or i8 (gemm_i8)");
   TX_CHECK(w.ndim() == 2, "pack_weight: w ", w.shape().str(), " must be 2-D [N, K]");
   PackedWeight p;
   p.weight = w;
@@ -213,9 +214,13 @@ Backend::PackedWeight Backend::pack_weight(const Tensor& w) {
 
 void Backend::gemm_packed(const Tensor& a, const PackedWeight& w, const Tensor& c) {
   TX_CHECK(w.defined(), "gemm_packed: the weight was not packed (Backend::pack_weight)");
-  f32_arg(*this, "gemm_packed", "w", w.weight);
-  f32_arg(*this, "gemm_packed", "a", a);
+  require_device("gemm_packed", "w", w.weight, *this);
+  require_device("gemm_packed", "a", a, *this);
   f32_arg(*this, "gemm_packed", "c", c);
+  TX_CHECK(w.weight.dtype() != DType::i8, "gemm_packed: w ", w.weight.str(),
+           " is i8: its product is gemm_i8");
+  TX_CHECK(a.dtype() == w.weight.dtype(), "gemm_packed: a ", a.str(), " and w ", w.weight.str(),
+           " must have one dtype; cast a to the weight's");
   require_min_ndim("gemm_packed", "a", a, 1);
   require_min_ndim("gemm_packed", "c", c, 1);
   const int64_t m = a.shape().rows(), n = w.weight.dim(0), k = w.weight.dim(1);
@@ -238,7 +243,10 @@ void Backend::gemm_packed(const Tensor& a, const PackedWeight& w, const Tensor& 
 
 void Backend::gemm_weight_as_is(const Tensor& a, const PackedWeight& w, const Tensor& c) {
   const int64_t m = a.shape().rows(), n = w.weight.dim(0), k = w.weight.dim(1);
-  gemm_impl(a.view({m, k}), false, w.weight, true, c.view({m, n}), 1.0f, 0.0f);
+  if (a.dtype() == DType::f32)
+    gemm_impl(a.view({m, k}), false, w.weight, true, c.view({m, n}), 1.0f, 0.0f);
+  else
+    gemm_half_impl(a.view({m, k}), false, w.weight, true, c.view({m, n}), 1.0f, 0.0f);
 }
 
 void Backend::tally_gemm(double flop, const std::function<void()>& run) {

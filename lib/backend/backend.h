@@ -89,10 +89,10 @@ class Backend {
   virtual std::string half_gemm_missing(DType dtype) const;
 
   // A weight w [N, K] (a linear layer's [out, in]) prepared once for many products a w^T at
-  // inference, f32 for gemm_packed or i8 for gemm_i8: the CPU backend packs it into its GEMM's
-  // panel layout, which oneDNN otherwise redoes on every call (docs/backends.md); cuBLAS and
-  // the CUDA int8 kernel take w as it is. Valid while w's values do not change (not for a
-  // model in training).
+  // inference, f32, bf16 or f16 for gemm_packed or i8 for gemm_i8: the CPU backend packs f32
+  // (and bf16 where it has AVX512-BF16) into its GEMM's panel layout, which oneDNN otherwise
+  // redoes on every call (docs/backends.md); cuBLAS and the CUDA int8 kernel take w as it is. Valid
+  // while w's values do not change (not for a model in training).
   struct PackedWeight {
     Tensor weight;    // w itself (shares its memory)
     Tensor packed;    // the backend's layout; undefined where the backend uses w directly
@@ -100,8 +100,9 @@ class Backend {
     bool defined() const { return weight.defined(); }
   };
   PackedWeight pack_weight(const Tensor& w);
-  // c f32 [M, N] = a f32 [M, K] @ w^T for a PackedWeight of w [N, K]; a and c are rows of any
-  // shape ([..., K] and [..., N]). Equal to gemm(a, false, w, true, c) up to rounding.
+  // c f32 [M, N] = a [M, K] @ w^T for a PackedWeight of w [N, K] f32, bf16 or f16, a of w's
+  // dtype; a and c are rows of any shape ([..., K] and [..., N]). Equal to
+  // gemm(a, false, w, true, c) up to rounding.
   void gemm_packed(const Tensor& a, const PackedWeight& w, const Tensor& c);
 
   // ---- elementwise ---------------------------------------------------------------------------

@@ -45,8 +45,8 @@ enum class WeightForm { f32, int8, bf16, f16 };
 // (one of them), or empty.
 struct PreparedWeight {
   Int8Weight int8;
-  Backend::PackedWeight packed;
-  Tensor low;  // bf16 or f16 [out, in]
+  Backend::PackedWeight packed;  // of the f32 weight, or of low
+  Tensor low;                    // bf16 or f16 [out, in]
   static PreparedWeight prepare(Backend& be, const Tensor& w, WeightForm form);
 };
 // linear(g, x, w, b) through w's prepared form when it has one (linear_int8, linear_packed, or

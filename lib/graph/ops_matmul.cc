@@ -91,7 +91,9 @@ void bias_act(Backend& be, const Tensor& y2, const Var& b, Fused act) {
 }
 
 // linear() for inference with a bf16 / f16 weight: x rounded to its dtype for the GEMM.
-Var linear_low(Graph& g, const Var& x, const Tensor& w, const Var& b, Fused act) {
+Var linear_low(Graph& g, const Var& x, const Backend::PackedWeight& packed, const Var& b,
+               Fused act) {
+  const Tensor& w = packed.weight;
   const Tensor& xv = x->value;
   TX_CHECK(xv.ndim() >= 1 && xv.dim(-1) == w.dim(1), "linear: input ", xv.str(),
            " does not match weight ", w.str(), " (stored [out, in])");
@@ -105,7 +107,7 @@ Var linear_low(Graph& g, const Var& x, const Tensor& w, const Var& b, Fused act)
   Tensor X = g.alloc({rows, in}, w.dtype());
   be.cast(xv.view({rows, in}), X);
   Tensor y2 = y->value.view({rows, out});
-  be.gemm(X, false, w, true, y2);
+  be.gemm_packed(X, packed, y2);
   bias_act(be, y2, b, act);
   return y;
 }
@@ -134,6 +136,7 @@ PreparedWeight PreparedWeight::prepare(Backend& be, const Tensor& w, WeightForm 
   } else if (form == WeightForm::bf16 || form == WeightForm::f16) {
     p.low = be.empty(w.shape(), form == WeightForm::bf16 ? DType::bf16 : DType::f16);
     be.cast(w, p.low);
+    p.packed = be.pack_weight(p.low);
   } else {
     p.packed = be.pack_weight(w);
   }
@@ -141,7 +144,7 @@ PreparedWeight PreparedWeight::prepare(Backend& be, const Tensor& w, WeightForm 
 }
 
 Var linear(Graph& g, const Var& x, const Var& w, const Var& b, const PreparedWeight& prepared) {
-  if (prepared.low.defined()) return linear_low(g, x, prepared.low, b, Fused::none);
+  if (prepared.low.defined()) return linear_low(g, x, prepared.packed, b, Fused::none);
   if (prepared.int8.defined()) return linear_int8(g, x, prepared.int8, b);
   if (prepared.packed.defined()) return linear_packed(g, x, prepared.packed, b);
   return linear(g, x, w, b);
@@ -151,7 +154,7 @@ Var linear_fused(Graph& g, const Var& x, const Var& w, const Var& b, const Prepa
                  Fused act) {
   TX_CHECK(!g.recording({&x, &w, &b}),
            "linear_fused: inference only; with gradients use linear then the activation");
-  if (prepared.low.defined()) return linear_low(g, x, prepared.low, b, act);
+  if (prepared.low.defined()) return linear_low(g, x, prepared.packed, b, act);
   if (!prepared.int8.defined() && prepared.packed.defined())
     return linear_packed(g, x, prepared.packed, b, act);
   Var y = linear(g, x, w, b, prepared);

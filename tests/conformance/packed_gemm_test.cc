@@ -1,6 +1,7 @@
 // Conformance: pack_weight and gemm_packed (a weight packed once for inference) against loops.
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "support/backends.h"
 #include "support/reference.h"
@@ -51,7 +52,58 @@ void check_packed(tx::Backend& be, int64_t n, int64_t k, const std::vector<int64
   }
 }
 
+// x [rows, cols] rounded to dtype on the backend: the tensor, and its values widened back (what
+// a reference multiplies).
+std::pair<Tensor, std::vector<float>> rounded(tx::Backend& be, const std::vector<float>& x,
+                                              const Shape& shape, tx::DType dtype) {
+  Tensor low = be.empty(shape, dtype), wide = be.empty(shape);
+  be.cast(be.upload(x, shape), low);
+  be.cast(low, wide);
+  return {low, fetch(be, wide)};
+}
+
+// The CPU backend with this many OpenMP threads.
+std::unique_ptr<tx::Backend> cpu_backend(int threads) {
+  tx::register_builtin_backends();
+  tx::BackendOptions options;
+  options.threads = threads;
+  return tx::create_backend("cpu", options);
+}
+
 }  // namespace
+
+TEMPLATE_TEST_CASE(
+    "gemm_packed: bf16 and f16 weights times a of their dtype, the exact products of the rounded "
+    "values summed in f32, for any row count from one packing",
+    "[gemm][packed]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  uint64_t seed = 700;
+  for (tx::DType dtype : {tx::DType::bf16, tx::DType::f16})
+    // Odd K (the CPU's bf16 panels hold pairs of k: left to the unpacked path), a partial last
+    // panel, K past one pass of the CPU kernel (256 pairs), the model's shapes.
+    for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{
+             {1, 1}, {7, 33}, {65, 8}, {33, 66}, {300, 130}, {1000, 256}, {256, 1024}, {77, 600}}) {
+      const auto [w_low, w] =
+          rounded(*be, random_vector(static_cast<size_t>(n * k), ++seed), {n, k}, dtype);
+      const tx::Backend::PackedWeight packed = be->pack_weight(w_low);
+      REQUIRE(packed.defined());
+      for (int64_t m : {1, 5, 37, 160}) {
+        const auto [a_low, a] =
+            rounded(*be, random_vector(static_cast<size_t>(m * k), ++seed), {m, k}, dtype);
+        std::vector<double> want, tol;
+        reference(a, w, m, n, k, gemm_tolerance(*be, k), want, tol);
+        Tensor c =
+            be->upload(random_vector(static_cast<size_t>(m * n), ++seed, -1e4f, 1e4f), {m, n});
+        be->gemm_packed(a_low, packed, c);
+        INFO(tx::name_of(dtype) << " gemm_packed M=" << m << " N=" << n << " K=" << k);
+        TX_REQUIRE_OK(compare_tol(fetch(*be, c), want, tol));
+      }
+    }
+  // a must come in the weight's dtype: the caller rounds it.
+  const tx::Backend::PackedWeight w = be->pack_weight(be->zeros({6, 4}, tx::DType::bf16));
+  CHECK_THROWS_WITH(be->gemm_packed(be->zeros({3, 4}), w, be->zeros({3, 6})),
+                    Contains("must have one dtype"));
+}
 
 TEMPLATE_TEST_CASE("gemm_packed: a w^T for any row count from one packing, odd and model shapes",
                    "[gemm][packed]", TX_BACKENDS) {
@@ -91,10 +143,7 @@ TEST_CASE(
     "gemm_packed on the CPU: every output is one FMA chain over k in order, the same bits for a "
     "row whatever the row count, its position and the thread count",
     "[gemm][packed]") {
-  tx::register_builtin_backends();
-  tx::BackendOptions two;
-  two.threads = 2;
-  std::unique_ptr<tx::Backend> be = tx::create_backend("cpu", two);
+  std::unique_ptr<tx::Backend> be = cpu_backend(2);
   // k > 256 crosses the kernel's passes over k; n = 1000 leaves a partial panel.
   for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{1000, 256}, {77, 600}}) {
     const int64_t rows = 200;
@@ -122,9 +171,7 @@ TEST_CASE(
       CHECK(std::equal(got.begin(), got.end(), chain.begin() + first * n));
     }
     // A backend of one thread reads the same layout to the same bits.
-    tx::BackendOptions one;
-    one.threads = 1;
-    std::unique_ptr<tx::Backend> single = tx::create_backend("cpu", one);
+    std::unique_ptr<tx::Backend> single = cpu_backend(1);
     Tensor c1 = single->empty({rows, n});
     single->gemm_packed(single->upload(a, {rows, k}), packed, c1);
     CHECK(fetch(*single, c1) == chain);
@@ -132,12 +179,47 @@ TEST_CASE(
   be = tx::create_backend("cpu");  // back to the default count the other cases run with
 }
 
+TEST_CASE(
+    "gemm_packed on the CPU, bf16: where the CPU has AVX512-BF16, the same bits for a row whatever "
+    "the row count, its position and the thread count",
+    "[gemm][packed]") {
+  std::unique_ptr<tx::Backend> be = cpu_backend(2);
+  std::unique_ptr<tx::Backend> single = cpu_backend(1);
+  // k = 600 is 300 pairs: past one pass of 256; n = 1000 leaves a partial panel.
+  for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{1000, 256}, {77, 600}}) {
+    const int64_t rows = 200;
+    const auto [w_low, w] =
+        rounded(*be, random_vector(static_cast<size_t>(n * k), 800 + n), {n, k}, tx::DType::bf16);
+    const auto [a_low, a] =
+        rounded(*be, random_vector(static_cast<size_t>(rows * k), 801), {rows, k}, tx::DType::bf16);
+    const tx::Backend::PackedWeight packed = be->pack_weight(w_low);
+    if (!packed.packed.defined()) {
+      WARN("this build has no AVX512-BF16 kernel: bf16 weights take oneDNN's GEMM unpacked");
+      return;
+    }
+    Tensor all = be->empty({rows, n});
+    be->gemm_packed(a_low, packed, all);
+    const std::vector<float> full = fetch(*be, all);
+    std::vector<double> want, tol;
+    reference(a, w, rows, n, k, gemm_tolerance(*be, k), want, tol);
+    TX_REQUIRE_OK(compare_tol(full, want, tol));
+    for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 11, 13, 37, 160, 193}) {
+      const int64_t first = (m * 7) % (rows - m + 1);
+      Tensor c = be->empty({m, n});
+      be->gemm_packed(a_low.slice(first, first + m), packed, c);
+      const std::vector<float> got = fetch(*be, c);
+      INFO("n " << n << " k " << k << " rows " << first << ".." << first + m);
+      CHECK(std::equal(got.begin(), got.end(), full.begin() + first * n));
+    }
+    Tensor c1 = single->empty({rows, n});
+    single->gemm_packed(a_low, packed, c1);
+    CHECK(fetch(*single, c1) == full);
+  }
+}
+
 TEST_CASE("gemm_i8 on the CPU: oneDNN's packed layout is used, another thread count still works",
           "[gemm][packed]") {
-  tx::register_builtin_backends();
-  tx::BackendOptions two;
-  two.threads = 2;
-  std::unique_ptr<tx::Backend> be = tx::create_backend("cpu", two);
+  std::unique_ptr<tx::Backend> be = cpu_backend(2);
   // An i8 weight packs too (gemm_i8), and reads as it is under another thread count.
   const int64_t n8 = 300, k8 = 256, m8 = 5;
   std::vector<int8_t> w8(static_cast<size_t>(n8 * k8)), a8(static_cast<size_t>(m8 * k8));
@@ -161,9 +243,7 @@ TEST_CASE("gemm_i8 on the CPU: oneDNN's packed layout is used, another thread co
   be->gemm_i8(a8t, ones_m, packed8, ones_n, Tensor(), c8);
   CHECK(fetch(*be, c8) == want8);
   {
-    tx::BackendOptions one;
-    one.threads = 1;
-    std::unique_ptr<tx::Backend> single = tx::create_backend("cpu", one);
+    std::unique_ptr<tx::Backend> single = cpu_backend(1);
     Tensor c1 = be->empty({m8, n8});
     be->gemm_i8(a8t, ones_m, packed8, ones_n, Tensor(), c1);
     CHECK(fetch(*be, c1) == want8);
