@@ -157,6 +157,11 @@ int train(const Options& options) {
   t.lr.factor = options.number("lr-factor");
   t.adam.clip_norm = static_cast<float>(options.number("clip-norm"));
   t.optimizer_delay = options.integer("optimizer-delay");
+  t.depth_scaling = options.flag("transformer-depth-scaling");
+  if (t.depth_scaling && !t.pretrained_model.empty())
+    throw UsageError(
+        "--transformer-depth-scaling draws a new model's first weights, but --pretrained-model "
+        "brings them: drop one of the two");
   if (options.has("exponential-smoothing")) t.smoothing = smoothing_options(options);
   t.guided_alignment = options.text("guided-alignment");
   if (t.guided_alignment == "none") t.guided_alignment.clear();  // Marian's "off"

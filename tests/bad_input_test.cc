@@ -245,6 +245,9 @@ TEST_CASE("bad input: tx-train names the bad corpus or config, and writes nothin
               p, 2, {"wrong_type.train.json", "learn-rate", "expected a number"});
   check_fails(train("train.src", "train.tgt", " --lr-schedule linear --lr-warmup 5"), p, 1,
               {"'linear'", "last update (1)", "warmup (5)", "--lr-warmup"});
+  check_fails(train("train.src", "train.tgt",
+                    " --transformer-depth-scaling --pretrained-model " + f.dir.file("m")),
+              p, 2, {"--transformer-depth-scaling", "--pretrained-model", "drop one"});
   // None of the failures left a model behind.
   CHECK_FALSE(std::filesystem::exists(f.dir.file("out/model.safetensors")));
   CHECK_FALSE(std::filesystem::exists(f.dir.file("out/checkpoint.safetensors")));

@@ -325,6 +325,53 @@ TEMPLATE_TEST_CASE("transformer: parameter names and counts for each tied-embedd
   CHECK(var / double(e.size()) == Approx(1.0 / D).epsilon(0.3));
 }
 
+TEMPLATE_TEST_CASE(
+    "transformer: depth scaling (Marian's --transformer-depth-scaling) draws layer l's Glorot "
+    "weights in 1/sqrt(l) of the range, from the same draws, and nothing else differently",
+    "[nn][transformer]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  // Matrices of 1,024+ values, so that the largest draw is within 1% of the bound.
+  ModelConfig c = tiny_config(TiedEmbeddings::all, false);
+  c.d_model = 32;
+  c.d_ff = 64;
+  c.heads = 4;
+  c.encoder_layers = c.decoder_layers = 3;
+  auto build = [&](bool depth_scaling, ParameterSet& params) {
+    tx::Rng rng(7);
+    Transformer(ParamScope(*be, params, rng).with_depth_scaling(depth_scaling), c);
+  };
+  ParameterSet plain, scaled;
+  build(false, plain);
+  build(true, scaled);
+  REQUIRE(plain.size() == scaled.size());
+  int glorot = 0;
+  for (const auto& [name, var] : scaled.items()) {
+    INFO(name);
+    const std::vector<float> s = be->download<float>(var->value);
+    const std::vector<float> p = be->download<float>(plain.get(name)->value);
+    const size_t at = name.find(".layers.");
+    if (at == std::string::npos || var->value.shape().ndim() != 2) {
+      CHECK(s == p);  // embeddings, LayerNorms, biases
+      continue;
+    }
+    // "decoder.layers.2.cross_attn.k_proj.weight": layer l = 3 of its stack.
+    const int l = std::stoi(name.substr(at + 8)) + 1;
+    const tx::Shape& shape = var->value.shape();
+    const double bound = std::sqrt(6.0 / double(shape[0] + shape[1]) / double(l));
+    double largest = 0, worst = 0;
+    for (size_t i = 0; i < s.size(); ++i) {
+      largest = std::max(largest, double(std::abs(s[i])));
+      worst = std::max(worst, std::abs(double(s[i]) - double(p[i]) / std::sqrt(double(l))));
+    }
+    CHECK(largest <= bound * (1 + 1e-6));
+    CHECK(largest > 0.99 * bound);
+    CHECK(worst <= 1e-6 * bound);
+    ++glorot;
+  }
+  // Per layer: the encoder's q, k, v, out, fc1, fc2; the decoder's two attentions and fc1, fc2.
+  CHECK(glorot == 3 * 6 + 3 * 10);
+}
+
 TEMPLATE_TEST_CASE("transformer: a separate vocabulary per side cannot tie all embeddings",
                    "[nn][transformer]", TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);

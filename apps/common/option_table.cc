@@ -369,6 +369,10 @@ std::vector<OptionSpec> make_registry() {
   t.push_back(option("optimizer-delay", OptionType::integer, 1,
                      "Batches whose gradients are summed per update (per process under mpirun)",
                      kTrain, training, positive));
+  t.push_back(option("transformer-depth-scaling", OptionType::flag, false,
+                     "Initialise layer l of each stack in 1/sqrt(l) of Glorot's range (Marian's; "
+                     "DS-Init): a deep post-norm stack learns sooner (docs/tx-train.md)",
+                     kTrain, training));
   t.push_back(option("guided-alignment", OptionType::text, "",
                      "Word alignments of the training pairs (Marian's): one line per pair of "
                      "'s-t' token positions, counted over the vocabularies' pieces; head 0 of "

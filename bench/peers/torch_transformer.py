@@ -16,9 +16,19 @@ On a GPU (--device cuda), --precision picks the GEMMs' arithmetic: fp32 (exact),
 (torch.backends.cuda.matmul.allow_tf32) or bf16 (torch.autocast with bfloat16: PyTorch's AMP,
 fp32 weights and optimizer).
 
+It is also the independent reference for tx-train's learning curves: `--lr-schedule linear
+--after-updates N` is tx's linear schedule (warm-up to the peak, then a straight line to 0 at
+update N), `--init tx` draws the weights as tx does (Glorot-uniform per [out, in] matrix, q, k
+and v each their own, zero biases, embeddings normal with std d_model^-0.5) rather than
+PyTorch's defaults, and `--valid-src/--valid-tgt` print tx's validation cross-entropy (nats per
+target token, eos counted, no smoothing, dropout off) every `--valid-freq` updates. PyTorch's
+layers have one dropout rate for the sublayer outputs, the attention probabilities and the
+feed-forward activation; compare with tx runs whose three rates are equal.
+
 Usage: torch_transformer.py --spm VOCAB.spm --src train.en --tgt train.de --updates 60
        [--warmup-updates 10] [--threads 2] [--max-tokens 4096] [--device cuda]
-       [--precision fp32|tf32|bf16] ... ; prints one JSON line.
+       [--precision fp32|tf32|bf16] [--valid-src val.en --valid-tgt val.de --valid-freq 250]
+       ... ; prints one JSON line.
 """
 import contextlib
 import argparse
@@ -60,6 +70,24 @@ class Transformer(nn.Module):
         self.decoder = nn.TransformerDecoder(dec, dec_layers)
         self.drop = nn.Dropout(dropout)
         self.register_buffer("positions", position_table(max_len, d_model))
+
+    def init_as_tx(self):
+        # tx's ParamScope: Glorot-uniform on each [out, in] weight (q, k and v separately), zero
+        # biases; LayerNorms at 1 and 0 (PyTorch's default already).
+        def glorot(w):
+            bound = math.sqrt(6.0 / (w.shape[0] + w.shape[1]))
+            with torch.no_grad():
+                w.uniform_(-bound, bound)
+        for m in self.modules():
+            if isinstance(m, nn.MultiheadAttention):
+                d = m.embed_dim
+                for i in range(3):
+                    glorot(m.in_proj_weight[i * d:(i + 1) * d])
+                nn.init.zeros_(m.in_proj_bias)
+            elif isinstance(m, nn.Linear):
+                glorot(m.weight)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
 
     def embed_at(self, ids):
         x = self.embed(ids) * math.sqrt(self.d_model) + self.positions[: ids.shape[1]]
@@ -103,17 +131,49 @@ def batches(src_ids, tgt_ids, max_tokens, maxi_batch, seed):
             begin = end
         rng.shuffle(cut)
         for rows in cut:
-            ls = max(len(src_ids[i]) + 1 for i in rows)
-            lt = max(len(tgt_ids[i]) + 1 for i in rows)
-            src = torch.full((len(rows), ls), PAD, dtype=torch.long)
-            tin = torch.full((len(rows), lt), PAD, dtype=torch.long)
-            tout = torch.full((len(rows), lt), PAD, dtype=torch.long)
-            for r, i in enumerate(rows):
-                s, t = src_ids[i] + [EOS], tgt_ids[i]
-                src[r, : len(s)] = torch.tensor(s)
-                tin[r, : len(t) + 1] = torch.tensor([BOS] + t)
-                tout[r, : len(t) + 1] = torch.tensor(t + [EOS])
-            yield src, tin, tout
+            yield padded(src_ids, tgt_ids, rows)
+
+
+def padded(src_ids, tgt_ids, rows):
+    """(src + eos, bos + tgt, tgt + eos) of these pairs, padded to the widest."""
+    ls = max(len(src_ids[i]) + 1 for i in rows)
+    lt = max(len(tgt_ids[i]) + 1 for i in rows)
+    src = torch.full((len(rows), ls), PAD, dtype=torch.long)
+    tin = torch.full((len(rows), lt), PAD, dtype=torch.long)
+    tout = torch.full((len(rows), lt), PAD, dtype=torch.long)
+    for r, i in enumerate(rows):
+        s, t = src_ids[i] + [EOS], tgt_ids[i]
+        src[r, : len(s)] = torch.tensor(s)
+        tin[r, : len(t) + 1] = torch.tensor([BOS] + t)
+        tout[r, : len(t) + 1] = torch.tensor(t + [EOS])
+    return src, tin, tout
+
+
+def valid_cross_entropy(model, src_ids, tgt_ids, device, rows_per_batch=64):
+    """tx-train's validation figure: -log p summed over target tokens (eos counted) / count."""
+    model.eval()
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for b in range(0, len(src_ids), rows_per_batch):
+            src, tin, tout = (t.to(device) for t in padded(
+                src_ids, tgt_ids, range(b, min(b + rows_per_batch, len(src_ids)))))
+            logits = model(src, tin).float()
+            total += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tout.reshape(-1),
+                                           ignore_index=PAD, reduction="sum"))
+            count += int((tout != PAD).sum())
+    model.train()
+    return total / count
+
+
+def read_pairs(sp, src_path, tgt_path, max_length):
+    src_ids, tgt_ids = [], []
+    with open(src_path) as fs, open(tgt_path) as ft:
+        for s, t in zip(fs, ft):
+            a, b = sp.encode(s.strip()), sp.encode(t.strip())
+            if 0 < len(a) < max_length and 0 < len(b) < max_length:
+                src_ids.append(a)
+                tgt_ids.append(b)
+    return src_ids, tgt_ids
 
 
 def main():
@@ -136,6 +196,13 @@ def main():
     ap.add_argument("--label-smoothing", type=float, default=0.1)
     ap.add_argument("--learn-rate", type=float, default=1e-3)
     ap.add_argument("--lr-warmup", type=int, default=800)
+    ap.add_argument("--lr-schedule", choices=["inverse-sqrt", "linear"], default="inverse-sqrt")
+    ap.add_argument("--after-updates", type=int, default=0,
+                    help="linear: the update at which the rate reaches 0 (default --updates)")
+    ap.add_argument("--init", choices=["torch", "tx"], default="torch")
+    ap.add_argument("--valid-src")
+    ap.add_argument("--valid-tgt")
+    ap.add_argument("--valid-freq", type=int, default=250)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--precision", choices=["fp32", "tf32", "bf16"], default="fp32")
@@ -144,16 +211,14 @@ def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     sp = spm.SentencePieceProcessor(model_file=args.spm)
-    src_ids, tgt_ids = [], []
-    with open(args.src) as fs, open(args.tgt) as ft:
-        for s, t in zip(fs, ft):
-            a, b = sp.encode(s.strip()), sp.encode(t.strip())
-            if 0 < len(a) < args.max_length and 0 < len(b) < args.max_length:
-                src_ids.append(a)
-                tgt_ids.append(b)
+    src_ids, tgt_ids = read_pairs(sp, args.src, args.tgt, args.max_length)
+    valid = (read_pairs(sp, args.valid_src, args.valid_tgt, 1 << 30)
+             if args.valid_src and args.valid_tgt else None)
 
     model = Transformer(sp.get_piece_size(), args.d_model, args.heads, args.d_ff,
                         args.enc_layers, args.dec_layers, args.dropout)
+    if args.init == "tx":
+        model.init_as_tx()
     device = torch.device(args.device)
     model.to(device)
     model.train()
@@ -162,8 +227,14 @@ def main():
                 if args.precision == "bf16" else contextlib.nullcontext())
     opt = torch.optim.Adam(model.parameters(), lr=args.learn_rate, betas=(0.9, 0.98), eps=1e-9)
     warm = args.lr_warmup
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda step: min((step + 1) / warm, math.sqrt(warm / (step + 1))))
+    end = args.after_updates or args.updates
+    if args.lr_schedule == "linear":  # update t = step + 1 gets tx's rate (train/lr_schedule.cc)
+        factor = lambda step: (step + 1) / warm if step + 1 < warm else max(
+            0.0, (end - step) / (end + 1 - warm))
+    else:
+        factor = lambda step: min((step + 1) / warm, math.sqrt(warm / (step + 1)))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+    curve = []
 
     feed = batches(src_ids, tgt_ids, args.max_tokens, args.maxi_batch, args.seed)
     timed_tokens, timed_secs, cost = 0, 0.0, 0.0
@@ -190,13 +261,17 @@ def main():
             timed_secs += secs
         print(f"torch: update {update + 1}: {tokens} target tokens, {secs:.2f} s, cost {cost:.3f}",
               file=sys.stderr)
+        if valid and (update + 1) % args.valid_freq == 0:
+            ce = valid_cross_entropy(model, *valid, device)
+            curve.append([update + 1, ce])
+            print(f"torch: update {update + 1}: valid cross-entropy {ce:.4f}", file=sys.stderr)
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"peer": "pytorch " + torch.__version__, "device": args.device,
                       "precision": args.precision, "updates": args.updates,
                       "timed_updates": args.updates - args.warmup_updates,
                       "target_tokens_per_s": timed_tokens / max(timed_secs, 1e-9),
                       "tokens_per_update": timed_tokens / max(args.updates - args.warmup_updates, 1),
-                      "last_cost": cost, "peak_rss_mb": rss_mb}))
+                      "last_cost": cost, "valid_cross_entropy": curve, "peak_rss_mb": rss_mb}))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,21 @@
 namespace tx::nn {
 
 ParamScope ParamScope::child(const std::string& name) const {
-  return ParamScope(*be_, *params_, rng_, full_name(name));
+  ParamScope c = *this;
+  c.prefix_ = full_name(name);
+  return c;
+}
+
+ParamScope ParamScope::scaled(float gain) const {
+  ParamScope c = *this;
+  c.gain_ *= gain;
+  return c;
+}
+
+ParamScope ParamScope::with_depth_scaling(bool on) const {
+  ParamScope c = *this;
+  c.depth_scaling_ = on;
+  return c;
 }
 
 std::string ParamScope::full_name(const std::string& leaf) const {
@@ -15,7 +29,7 @@ std::string ParamScope::full_name(const std::string& leaf) const {
 
 Var ParamScope::xavier_uniform(const std::string& name, int64_t out, int64_t in) {
   if (!rng_) return params_->add(full_name(name), be_->empty({out, in}));
-  const float bound = std::sqrt(6.0f / static_cast<float>(in + out));
+  const float bound = gain_ * std::sqrt(6.0f / static_cast<float>(in + out));
   std::vector<float> host(static_cast<size_t>(out * in));
   for (float& v : host) v = (2.0f * rng_->uniform() - 1.0f) * bound;
   return params_->add(full_name(name), be_->upload(host, {out, in}));

@@ -24,9 +24,16 @@ class ParamScope {
 
   // The scope of a submodule: prefix "a.b" + "c" -> "a.b.c".
   ParamScope child(const std::string& name) const;
+  // This scope with Glorot's range multiplied by `gain` (its children inherit it).
+  ParamScope scaled(float gain) const;
+  // Marian's --transformer-depth-scaling (DS-Init, Zhang et al. 2019): the model built in this
+  // scope draws layer l's Glorot weights (l = 1, 2, ... in each stack) in 1/sqrt(l) of the
+  // range, so that a deep post-norm stack starts closer to the identity.
+  ParamScope with_depth_scaling(bool on) const;
+  bool depth_scaling() const { return depth_scaling_; }
   std::string full_name(const std::string& leaf) const;
 
-  // Weight [out, in], uniform in +-sqrt(6 / (in + out)) (Glorot and Bengio, 2010).
+  // Weight [out, in], uniform in +-gain * sqrt(6 / (in + out)) (Glorot and Bengio, 2010).
   Var xavier_uniform(const std::string& name, int64_t out, int64_t in);
   // Normal(0, stddev) (embeddings).
   Var normal(const std::string& name, const Shape& shape, float stddev);
@@ -43,6 +50,8 @@ class ParamScope {
   ParameterSet* params_;
   Rng* rng_;  // null: for_loading
   std::string prefix_;
+  float gain_ = 1.0f;
+  bool depth_scaling_ = false;
 };
 
 }  // namespace tx::nn

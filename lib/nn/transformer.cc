@@ -23,6 +23,13 @@ EncoderLayerConfig layer_config(const io::ModelConfig& c) {
   l.marian_prenorm_cache = c.pre_norm && c.marian_prenorm_cache;
   return l;
 }
+
+// Layer i (from 0) of a stack: with depth scaling its Glorot weights (attention projections and
+// feed-forward layers; Marian's set) span 1/sqrt(i + 1) of the usual range.
+ParamScope layer_scope(const ParamScope& stack, int i) {
+  ParamScope s = stack.child("layers").child(std::to_string(i));
+  return stack.depth_scaling() ? s.scaled(1.0f / std::sqrt(static_cast<float>(i + 1))) : s;
+}
 }  // namespace
 
 Transformer::Transformer(ParamScope scope, const io::ModelConfig& config) : config_(config) {
@@ -36,8 +43,7 @@ Transformer::Transformer(ParamScope scope, const io::ModelConfig& config) : conf
     src_embed_ = Embedding(enc.child("embed_tokens"), config.src_vocab_size, config.d_model);
   if (config.embed_norm)
     src_embed_norm_ = LayerNorm(enc.child("embed_norm"), config.d_model, config.norm_eps);
-  for (int i = 0; i < config.encoder_layers; ++i)
-    encoder_.emplace_back(enc.child("layers").child(std::to_string(i)), layer);
+  for (int i = 0; i < config.encoder_layers; ++i) encoder_.emplace_back(layer_scope(enc, i), layer);
   // Pre-norm layers leave their output unnormalised; post-norm layers end with a LayerNorm.
   if (final_norm())
     encoder_norm_ = LayerNorm(enc.child("final_norm"), config.d_model, config.norm_eps);
@@ -48,8 +54,7 @@ Transformer::Transformer(ParamScope scope, const io::ModelConfig& config) : conf
     tgt_embed_ = Embedding(dec.child("embed_tokens"), config.tgt_vocab_size, config.d_model);
   if (config.embed_norm)
     tgt_embed_norm_ = LayerNorm(dec.child("embed_norm"), config.d_model, config.norm_eps);
-  for (int i = 0; i < config.decoder_layers; ++i)
-    decoder_.emplace_back(dec.child("layers").child(std::to_string(i)), layer);
+  for (int i = 0; i < config.decoder_layers; ++i) decoder_.emplace_back(layer_scope(dec, i), layer);
   if (final_norm())
     decoder_norm_ = LayerNorm(dec.child("final_norm"), config.d_model, config.norm_eps);
 

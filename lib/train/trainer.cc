@@ -284,7 +284,8 @@ TrainerResult Trainer::run() {
 
   nn::ParameterSet params;
   Rng init_rng(o.seed);
-  nn::Transformer model(nn::ParamScope(be_, params, init_rng), config);
+  nn::Transformer model(nn::ParamScope(be_, params, init_rng).with_depth_scaling(o.depth_scaling),
+                        config);
   Adam adam(be_, params, o.adam);
   if (std::any_of(o.sentencepiece_alphas.begin(), o.sentencepiece_alphas.end(),
                   [](float a) { return a != 0; }))

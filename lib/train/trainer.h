@@ -70,6 +70,9 @@ struct TrainerOptions {
   LrOptions lr;                 // lr.d_model is taken from the model
   AdamOptions adam;             // clip_norm among them
   int64_t optimizer_delay = 1;  // batches accumulated per update
+  // --transformer-depth-scaling: layer l of each stack initialised in 1/sqrt(l) of Glorot's
+  // range (nn::ParamScope::with_depth_scaling); a new model only.
+  bool depth_scaling = false;
   // --precision: the GEMMs' operands (f32, bf16 or f16; Graph's gemm_dtype), fp32 master
   // weights and optimiser either way. f16 scales the loss (loss_scaling.enabled is set here).
   DType precision = DType::f32;

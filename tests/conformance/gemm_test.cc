@@ -335,20 +335,9 @@ TEMPLATE_TEST_CASE(
           // The operands as the reduced type holds them: the reference multiplies those.
           std::vector<float> a = random_vector(nb * m * k, ++seed, -2.0f, 2.0f);
           std::vector<float> b = random_vector(nb * k * n, ++seed, -2.0f, 2.0f);
-          Tensor a_low = be->empty(ta ? shape(k, m) : shape(m, k), dtype);
-          Tensor b_low = be->empty(tb ? shape(n, k) : shape(k, n), dtype);
-          be->cast(be->upload(a, a_low.shape()), a_low);
-          be->cast(be->upload(b, b_low.shape()), b_low);
-          a = fetch(*be, [&] {
-            Tensor wide = be->empty(a_low.shape());
-            be->cast(a_low, wide);
-            return wide;
-          }());
-          b = fetch(*be, [&] {
-            Tensor wide = be->empty(b_low.shape());
-            be->cast(b_low, wide);
-            return wide;
-          }());
+          Tensor a_low, b_low;
+          std::tie(a_low, a) = rounded(*be, a, ta ? shape(k, m) : shape(m, k), dtype);
+          std::tie(b_low, b) = rounded(*be, b, tb ? shape(n, k) : shape(k, n), dtype);
           const std::vector<float> c0 = random_vector(nb * m * n, ++seed);
           Tensor c = be->upload(c0, shape(m, n));
           be->gemm(a_low, ta, b_low, tb, c, 0.5f, 1.0f);

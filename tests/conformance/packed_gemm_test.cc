@@ -52,16 +52,6 @@ void check_packed(tx::Backend& be, int64_t n, int64_t k, const std::vector<int64
   }
 }
 
-// x [rows, cols] rounded to dtype on the backend: the tensor, and its values widened back (what
-// a reference multiplies).
-std::pair<Tensor, std::vector<float>> rounded(tx::Backend& be, const std::vector<float>& x,
-                                              const Shape& shape, tx::DType dtype) {
-  Tensor low = be.empty(shape, dtype), wide = be.empty(shape);
-  be.cast(be.upload(x, shape), low);
-  be.cast(low, wide);
-  return {low, fetch(be, wide)};
-}
-
 // The CPU backend with this many OpenMP threads.
 std::unique_ptr<tx::Backend> cpu_backend(int threads) {
   tx::register_builtin_backends();

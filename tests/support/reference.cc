@@ -178,6 +178,14 @@ std::vector<float> fetch(Backend& be, const Tensor& t) {
   return be.download<float>(t);
 }
 
+std::pair<Tensor, std::vector<float>> rounded(Backend& be, const std::vector<float>& x,
+                                              const Shape& shape, DType dtype) {
+  Tensor low = be.empty(shape, dtype), wide = be.empty(shape);
+  be.cast(be.upload(x, shape), low);
+  be.cast(low, wide);
+  return {low, fetch(be, wide)};
+}
+
 std::vector<int32_t> fetch_i32(Backend& be, const Tensor& t) {
   return be.download<int32_t>(t);
 }

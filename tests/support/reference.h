@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -65,6 +66,10 @@ std::vector<int32_t> fetch_i32(Backend& be, const Tensor& t);
 // The raw 16-bit patterns of an f16 or bf16 tensor, and a tensor made from them.
 std::vector<uint16_t> fetch_u16(Backend& be, const Tensor& t);
 Tensor upload_u16(Backend& be, const std::vector<uint16_t>& bits, const Shape& shape, DType dtype);
+// x of this shape rounded to dtype on the backend: the tensor, and its values widened back to
+// f32 (what a reference multiplies).
+std::pair<Tensor, std::vector<float>> rounded(Backend& be, const std::vector<float>& x,
+                                              const Shape& shape, DType dtype);
 
 // Runs `backward(dx)` twice: once into zeros, once into dx pre-filled with random nonzero values,
 // checks that the second gives prefill + (the first) (every *_backward ADDS), and returns the
