@@ -11,6 +11,7 @@
 # three), fp32, seed 1, the recipe's linear schedule to its 36 epochs (2e-3 after 800 updates,
 # to 0 at update 4,464), stopped after UPDATES updates: tx-train (examples/multi30k/config.json)
 # and bench/peers/torch_transformer.py (--init tx: tx's initialisation, tx's batch rule).
+# PyTorch reads the sizes and rates from config.json too; TOTAL moves the schedule's end.
 # Validation every 250 updates. Prints one line per variant and engine, and OUT/curves.txt.
 # DATA (default ../shared/data/multi30k), TX_BIN (build/apps), PYTHON (a python3 with torch and
 # sentencepiece; default /usr/bin/python3, where Debian's python3-torch lives).
@@ -21,6 +22,15 @@ out="${1:?usage: $0 OUT UPDATES VOCAB.spm NAME:ENC:DEC:DROPOUT ...}" updates="$2
 shift 3
 data="${DATA:-$root/../shared/data/multi30k}" bin="${TX_BIN:-$root/build/apps}"
 py="${PYTHON:-/usr/bin/python3}"
+cfg="$root/examples/multi30k/config.json"
+# PyTorch takes the recipe's sizes and rates from the same file as tx-train; both end the linear
+# schedule at update TOTAL (the 36 epochs' 4,464).
+read -r d_model d_ff heads smoothing rate warmup max_tokens <<< "$("$py" -c '
+import json, sys
+c = json.load(open(sys.argv[1]))
+print(*(c[k] for k in ("d-model", "d-ff", "heads", "label-smoothing", "learn-rate", "lr-warmup",
+                       "max-tokens")))' "$cfg")"
+total="${TOTAL:-4464}"
 mkdir -p "$out"
 : > "$out/curves.txt"
 for v in "$@"; do
@@ -29,7 +39,7 @@ for v in "$@"; do
   rm -rf "$m"
   # tx-train runs the whole schedule's rate; it is stopped (SIGTERM saves) once update UPDATES
   # has been validated.
-  "$bin/tx-train" --config "$root/examples/multi30k/config.json" --after-minutes 0 \
+  "$bin/tx-train" --config "$cfg" --after-minutes 0 --after-updates "$total" \
     --enc-layers "$enc" --dec-layers "$dec" --dropout "$p" --attention-dropout "$p" \
     --relu-dropout "$p" --valid-freq 250 --save-freq 100000 --cpu-threads 2 \
     -v "$vocab" "$vocab" --train-sets "$data/train.en" "$data/train.de" \
@@ -46,8 +56,9 @@ for v in "$@"; do
   echo "$name tx    (enc $enc, dec $dec, dropout $p): $tx_curve" | tee -a "$out/curves.txt"
   "$py" "$here/torch_transformer.py" --spm "$vocab" --src "$data/train.en" \
     --tgt "$data/train.de" --updates "$updates" --warmup-updates 0 --threads 2 \
-    --enc-layers "$enc" --dec-layers "$dec" --dropout "$p" --label-smoothing 0.1 \
-    --learn-rate 0.002 --lr-warmup 800 --lr-schedule linear --after-updates 4464 --init tx \
+    --d-model "$d_model" --d-ff "$d_ff" --heads "$heads" --max-tokens "$max_tokens" \
+    --enc-layers "$enc" --dec-layers "$dec" --dropout "$p" --label-smoothing "$smoothing" \
+    --learn-rate "$rate" --lr-warmup "$warmup" --lr-schedule linear --after-updates "$total" --init tx \
     --valid-src "$data/val.en" --valid-tgt "$data/val.de" --valid-freq 250 \
     > "$out/torch.$name.json" 2> "$out/torch.$name.log"
   torch_curve=$("$py" -c "import json,sys; print(' / '.join(f'{u} {c:.4f}' for u, c in json.load(open(sys.argv[1]))['valid_cross_entropy']))" "$out/torch.$name.json")
