@@ -17,6 +17,8 @@
 #    started again with the same WORK it resumes from its last checkpoint, so it can span
 #    sessions (about 5.5 s an update on 2 cores, 124 updates an epoch); TRAIN_TARGET (default
 #    DATA/train.de) is the German side to train on, e.g. a distillation's (bench/peers/README.md);
+#    TRAIN_FLAGS adds tx-train flags, e.g. INIT=tx TRAIN_FLAGS=--transformer-depth-scaling
+#    (tx-train refuses it with INIT=marian: the weights then come from Marian);
 # 3. WORK/LIVE: model.npz (tx_to_marian.py, WORK/M's as the template) and vocab.spm, and the
 #    test2016 BLEU of tx-translate on it (beam 5), ready for
 #    `marian.py compare WORK/LIVE [--hf-dir WORK/hf --make-hf]`.
@@ -37,12 +39,13 @@ case "${INIT:-marian}" in
   tx) init=("${live_arch[@]}") ;;
   *) echo "live_model.sh: error: INIT is '$INIT'; give marian or tx" >&2 && exit 2 ;;
 esac
+read -r -a extra <<< "${TRAIN_FLAGS:-}"
 "$bin/tx-train" "${init[@]}" -v "$work/M/vocab.spm" "$work/M/vocab.spm" \
   --train-sets "$data/train.en" "${TRAIN_TARGET:-$data/train.de}" --valid-sets "$data/val.en" "$data/val.de" \
   -m "$work/FT" "${live_train[@]}" --after-epochs "$epochs" --learn-rate "$lr" \
   --lr-warmup "${WARMUP:-800}" --dropout "${DROPOUT:-0.3}" \
   --attention-dropout "${ATTENTION_DROPOUT:-0.1}" --relu-dropout "${RELU_DROPOUT:-0.1}" \
-  --valid-freq 250 --save-freq 124 --disp-freq 50
+  --valid-freq 250 --save-freq 124 --disp-freq 50 ${extra[@]+"${extra[@]}"}
 mkdir -p "$work/LIVE"
 "$py" "$here/tx_to_marian.py" "$work/FT/model.safetensors" "$work/M/model.npz" "$work/LIVE/model.npz"
 cp "$work/M/vocab.spm" "$work/LIVE/vocab.spm"
