@@ -9,8 +9,9 @@
 # tied embeddings) with DROPOUT on the sublayer outputs, the embeddings, the attention
 # probabilities and inside the feed-forward layer (PyTorch's layers have one rate for all
 # three), fp32, seed 1, the recipe's linear schedule to its 36 epochs (2e-3 after 800 updates,
-# to 0 at update 4,464), stopped after UPDATES updates: tx-train (examples/multi30k/config.json)
-# and bench/peers/torch_transformer.py (--init tx: tx's initialisation, tx's batch rule).
+# to 0 at update 4,464), stopped after UPDATES updates: tx-train (examples/multi30k/config.json,
+# without depth scaling) and bench/peers/torch_transformer.py (--init tx: tx's initialisation,
+# tx's batch rule).
 # PyTorch reads the sizes and rates from config.json too; TOTAL moves the schedule's end.
 # Validation every 250 updates. Prints one line per variant and engine, and OUT/curves.txt.
 # DATA (default ../shared/data/multi30k), TX_BIN (build/apps), PYTHON (a python3 with torch and
@@ -43,7 +44,7 @@ for v in "$@"; do
   # has been validated.
   "$bin/tx-train" --config "$cfg" --after-minutes 0 --after-updates "$total" \
     --enc-layers "$enc" --dec-layers "$dec" --dropout "$p" --attention-dropout "$p" \
-    --relu-dropout "$p" --valid-freq 250 --save-freq 100000 --cpu-threads 2 \
+    --relu-dropout "$p" --transformer-depth-scaling=false --valid-freq 250 --save-freq 100000 --cpu-threads 2 \
     -v "$vocab" "$vocab" --train-sets "$data/train.en" "$data/train.de" \
     --valid-sets "$data/val.en" "$data/val.de" -m "$m" 2> "$out/tx.$name.log" &
   pid=$!
