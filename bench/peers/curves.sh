@@ -44,7 +44,8 @@ for v in "$@"; do
   # has been validated.
   "$bin/tx-train" --config "$cfg" --after-minutes 0 --after-updates "$total" \
     --enc-layers "$enc" --dec-layers "$dec" --dropout "$p" --attention-dropout "$p" \
-    --relu-dropout "$p" --transformer-depth-scaling=false --valid-freq 250 --save-freq 100000 --cpu-threads 2 \
+    --relu-dropout "$p" --transformer-depth-scaling=false --valid-freq 250 --save-freq 100000 \
+    --cpu-threads 2 \
     -v "$vocab" "$vocab" --train-sets "$data/train.en" "$data/train.de" \
     --valid-sets "$data/val.en" "$data/val.de" -m "$m" 2> "$out/tx.$name.log" &
   pid=$!
