@@ -281,6 +281,58 @@ TEMPLATE_TEST_CASE("decode beam search: a padded batch gives the results of one 
 }
 
 TEMPLATE_TEST_CASE(
+    "decode beam search: a sentence stops once no live hypothesis can enter its n-best list, "
+    "with the n-best lists of searching on",
+    "[decode]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  TinyModel b(*be, 37);
+  using tx::decode::SearchRule;
+  int64_t fewer = 0;              // searches in which stopping early saved decoder steps
+  for (uint64_t seed : {31, 61})  // 61: a sentence whose 2nd and 3rd best come late
+    for (SearchRule rule : {SearchRule::fairseq, SearchRule::marian, SearchRule::huggingface})
+      for (float alpha : {0.0f, 0.6f, 1.0f})
+        for (int n_best : {1, 2, 3})
+          for (bool ensemble : {false, true}) {
+            TinyModel a(*be, seed);
+            INFO("seed " << seed << ", rule " << static_cast<int>(rule) << ", alpha " << alpha
+                         << ", n_best " << n_best << ", ensemble " << ensemble);
+            BeamSearchOptions o;
+            o.beam_size = 4;
+            o.n_best = n_best;
+            o.length_penalty = alpha;
+            o.max_length_b = 6;
+            o.rule = rule;
+            const std::vector<const Transformer*> models =
+                ensemble ? std::vector<const Transformer*>{&a.model, &b.model}
+                         : std::vector<const Transformer*>{&a.model};
+            const std::vector<float> weights =
+                ensemble ? std::vector<float>{0.3f, 0.9f} : std::vector<float>{};
+            auto run = [&](bool settle, int64_t& gemms) {
+              o.stop_when_settled = settle;
+              be->set_profiling(true);
+              be->take_gemm_tally();
+              std::vector<NBest> found =
+                  BeamSearch(*be, models, o, weights).search(source_batch(kSources));
+              gemms = be->take_gemm_tally().calls;
+              be->set_profiling(false);
+              return found;
+            };
+            int64_t settled_gemms = 0, full_gemms = 0;
+            const std::vector<NBest> settled = run(true, settled_gemms);
+            const std::vector<NBest> full = run(false, full_gemms);
+            REQUIRE(settled.size() == full.size());
+            for (size_t s = 0; s < full.size(); ++s) {
+              INFO("sentence " << s);
+              check_same_nbest(settled[s], full[s]);
+            }
+            CHECK(settled_gemms <= full_gemms);
+            fewer += settled_gemms < full_gemms;
+          }
+  // Ranking by the plain log-prob, the common case (Marian's default) stops early for real.
+  CHECK(fewer >= 6);
+}
+
+TEMPLATE_TEST_CASE(
     "decode beam search: continuous batching (sentences joining as others finish) gives the "
     "results of one sentence at a time",
     "[decode]", TX_BACKENDS) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <functional>
 #include <iterator>
 #include <limits>
 
@@ -62,6 +63,24 @@ float normalise(float log_prob, size_t length, float alpha) {
   return alpha == 0.0f ? log_prob : log_prob / std::pow(static_cast<float>(length), alpha);
 }
 
+// Whether a sentence's n-best list is final: every later step adds a log-prob <= 0, so a live
+// hypothesis of running log-prob S <= 0 ends at most at S / L^alpha for the longest length L
+// it can reach (max_length + 1 tokens with eos; + 2 is a margin). Once the n-th best finished
+// hypothesis scores above that for the best live one, searching on adds only hypotheses that
+// rank below it. In floats too: adding a non-positive number and dividing a non-positive one
+// by a larger divisor never round upwards.
+bool settled(const Sentence& s, const std::vector<Row>& live, int n_best, float alpha) {
+  if (live.empty() || static_cast<int>(s.finished.size()) < n_best) return false;
+  float best_live = live.front().score;
+  for (const Row& r : live) best_live = std::max(best_live, r.score);
+  if (!(best_live <= 0.0f)) return false;
+  std::vector<float> scores;
+  for (const Hypothesis& h : s.finished) scores.push_back(h.score);
+  std::nth_element(scores.begin(), scores.begin() + (n_best - 1), scores.end(),
+                   std::greater<float>());
+  return scores[n_best - 1] > normalise(best_live, static_cast<size_t>(s.max_length + 2), alpha);
+}
+
 const nn::Transformer& first_model(const std::vector<const nn::Transformer*>& models) {
   TX_CHECK(!models.empty() && models.front(), "beam search: no model given");
   return *models.front();
@@ -105,6 +124,8 @@ BeamSearch::BeamSearch(Backend& be, std::vector<const nn::Transformer*> models,
   if (weights_.empty()) weights_.assign(models_.size(), 1.0f / float(models_.size()));
   TX_CHECK(weights_.size() == models_.size(), "--weights: ", weights_.size(), " weights for ",
            models_.size(), " models; give one per model");
+  weights_nonnegative_ =
+      std::all_of(weights_.begin(), weights_.end(), [](float w) { return w >= 0.0f; });
   for (size_t m = 0; m < models_.size(); ++m) {
     const io::ModelConfig& o = models_[m]->config();
     TX_CHECK(std::isfinite(weights_[m]), "--weights: weight ", m + 1, " is not a number");
@@ -675,6 +696,9 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
       } else if (static_cast<int>(s.finished.size()) >= beam || live.empty()) {
         s.done = true;
       }
+      if (!s.done && options_.stop_when_settled && log_probs && weights_nonnegative_ &&
+          settled(s, live, options_.n_best, options_.length_penalty))
+        s.done = true;
       if (s.done && !was_done) {
         NBest nb = std::move(s.finished);
         std::stable_sort(nb.begin(), nb.end(), [](const Hypothesis& x, const Hypothesis& y) {

@@ -30,6 +30,8 @@
 //   hypothesis could still score better after length normalisation; the rule trades that for
 //   a bound on the work per sentence, and with beam_size = n it is exact for the search space
 //   the exhaustive test enumerates.
+// - Whatever the rule, a sentence also stops as soon as no live hypothesis can still enter its
+//   n-best list (BeamSearchOptions::stop_when_settled): the same lists in fewer steps.
 // - Beam 1 is greedy search.
 #pragma once
 
@@ -86,6 +88,10 @@ struct BeamSearchOptions {
   // false keeps done sentences' rows in the batch (scored as dead) until all are done: the
   // same results, more work; for tests and benchmarks of batch shrinking.
   bool shrink_batch = true;
+  // A sentence also stops once no live hypothesis can still enter its n-best list (every later
+  // token adds a log-prob <= 0: CTranslate2's early exit, for any --normalize and --n-best):
+  // the same n-best lists, fewer steps. false searches on as the rule alone says; for tests.
+  bool stop_when_settled = true;
   SearchRule rule = SearchRule::fairseq;
   // Sampling instead of search (decode/sampling.h): needs beam_size 1 and n_best 1. Each step
   // draws a sentence's token from the masked log-probs (downloaded: [rows, V] per step), with
@@ -184,6 +190,7 @@ class BeamSearch {
   Backend& be_;
   std::vector<const nn::Transformer*> models_;
   std::vector<float> weights_;    // one per model
+  bool weights_nonnegative_;      // then a step never raises a running score (settled())
   const nn::Transformer& model_;  // models_[0]: the special ids
   int64_t max_positions_;         // the fewest positions of any model
   BeamSearchOptions options_;
