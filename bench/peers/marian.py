@@ -438,6 +438,9 @@ def make_hf(model_dir, npz, hf_dir):
 
 
 def hf_compare(args, work):
+    # Debian's torch multiplies through OpenBLAS, whose own threads then fight torch's for the
+    # cores: beam 5 ran 3x slower on 2 cores (OpenBLAS reads this when torch loads it).
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     import torch
     from transformers import MarianMTModel, MarianTokenizer
     torch.set_num_threads(args.threads)
