@@ -62,7 +62,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
+# Debian's numpy and torch multiply through OpenBLAS, whose own threads then fight torch's for
+# the cores: generate() at beam 5 ran 3x slower on 2 cores. Read when OpenBLAS loads (numpy).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np  # noqa: E402
 import sacrebleu
 import sentencepiece as spm
 import yaml
@@ -438,9 +441,6 @@ def make_hf(model_dir, npz, hf_dir):
 
 
 def hf_compare(args, work):
-    # Debian's torch multiplies through OpenBLAS, whose own threads then fight torch's for the
-    # cores: beam 5 ran 3x slower on 2 cores (OpenBLAS reads this when torch loads it).
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     import torch
     from transformers import MarianMTModel, MarianTokenizer
     torch.set_num_threads(args.threads)
@@ -452,7 +452,7 @@ def hf_compare(args, work):
     model = MarianMTModel.from_pretrained(hf_dir).eval()
     print(f"Hugging Face: {hf_dir}, {len(lines)} lines, generate() in batches of {args.hf_batch}")
     print(f"{'engine':<12}{'beam':>5}{'sec':>8}{'BLEU':>7}{'identical':>11}")
-    for beam in (1, 5):
+    for beam in (int(b) for b in args.hf_beams.split(",")):
         cmd = [args.tx_bin, "-m", hf_dir, "--beam-size", str(beam), "--normalize", "1",
                "--max-length-factor", "0", "--max-length-b", "510", "--cpu-threads",
                str(args.threads), "--quiet", "-i", src]
@@ -518,6 +518,7 @@ def main():
                    help="first write --hf-dir with transformers' converter (OPUS-MT layout only)")
     c.add_argument("--hf-lines", type=int, default=200)
     c.add_argument("--hf-batch", type=int, default=1, help="sentences per generate() call")
+    c.add_argument("--hf-beams", default="1,5", help="beam sizes of the generate() comparison")
     args = ap.parse_args()
     if args.command == "train":
         return train(args)
