@@ -287,13 +287,13 @@ TEMPLATE_TEST_CASE(
   TX_BACKEND_OR_SKIP(be);
   TinyModel b(*be, 37);
   using tx::decode::SearchRule;
-  int64_t fewer = 0;              // searches in which stopping early saved decoder steps
-  for (uint64_t seed : {31, 61})  // 61: a sentence whose 2nd and 3rd best come late
+  int64_t fewer = 0;                // searches in which stopping early saved decoder steps
+  for (uint64_t seed : {31, 61}) {  // 61: a sentence whose 2nd and 3rd best come late
+    TinyModel a(*be, seed);
     for (SearchRule rule : {SearchRule::fairseq, SearchRule::marian, SearchRule::huggingface})
       for (float alpha : {0.0f, 0.6f, 1.0f})
         for (int n_best : {1, 2, 3})
           for (bool ensemble : {false, true}) {
-            TinyModel a(*be, seed);
             INFO("seed " << seed << ", rule " << static_cast<int>(rule) << ", alpha " << alpha
                          << ", n_best " << n_best << ", ensemble " << ensemble);
             BeamSearchOptions o;
@@ -328,6 +328,7 @@ TEMPLATE_TEST_CASE(
             CHECK(settled_gemms <= full_gemms);
             fewer += settled_gemms < full_gemms;
           }
+  }
   // Ranking by the plain log-prob, the common case (Marian's default) stops early for real.
   CHECK(fewer >= 6);
 }

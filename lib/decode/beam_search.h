@@ -23,7 +23,7 @@
 //   continues, until `beam` continue. The cohort's state is reordered to the parents of the
 //   continuing rows. 2 * beam candidates always hold `beam` continuations,
 //   since each row contributes at most one eos candidate.
-// - Stopping (fairseq's and CTranslate2's rule, not Marian's "best cannot improve"): a sentence
+// - Stopping (fairseq's rule, CTranslate2's with a length penalty): a sentence
 //   is done once it has `beam` finished hypotheses, or at its maximum length, where only eos is
 //   allowed (its rows' eos log-probs then come from log_softmax, scored in the same order). Done
 //   sentences leave the batch: their rows are left out of the next reorder. A later, longer
