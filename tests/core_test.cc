@@ -38,8 +38,10 @@ class CountingAllocator : public tx::Allocator {
     live_bytes -= bytes;
     std::free(p);
   }
-  void discard(void* p, size_t bytes, size_t keep) override {
+  // Takes everything past `keep` when takes_pages (as madvise would, to the byte), else nothing.
+  size_t discard(void* p, size_t bytes, size_t keep) override {
     discarded.push_back({p, bytes, keep});
+    return takes_pages ? keep : bytes;
   }
   tx::Device device() const override { return tx::Device{}; }
 
@@ -51,6 +53,7 @@ class CountingAllocator : public tx::Allocator {
   int deallocations = 0;
   size_t live_bytes = 0;
   std::vector<Discard> discarded;
+  bool takes_pages = true;
 };
 
 bool is_f16_nan(uint16_t h) {
@@ -434,6 +437,54 @@ TEST_CASE(
   cache.deallocate(again, 100000);
 }
 
+TEST_CASE(
+    "core CachingAllocator: a block discarded before it is freed counts only what may stay "
+    "resident against max_cached_bytes",
+    "[core]") {
+  using CA = tx::CachingAllocator;
+  const size_t mib = size_t(1) << 20;
+  auto raw = std::make_unique<CountingAllocator>();
+  CountingAllocator* counter = raw.get();
+  CA cache(std::move(raw), mib / 2, 4);  // a cache smaller than the block; a sweep every 4
+  void* p = cache.allocate(mib);
+  // Written for its first 100 kB (a beam search's cache, sized for the longest output).
+  CHECK(cache.discard(p, mib, 100000) == 100000);
+  cache.deallocate(p, mib);
+  CHECK(counter->deallocations == 0);  // counted whole, it would not fit
+  CHECK(cache.cached_bytes() == 100000);
+  // Handed out again, then freed undiscarded: counted whole, it goes back.
+  CHECK(cache.allocate(mib) == p);
+  CHECK(cache.cached_bytes() == 0);
+  cache.deallocate(p, mib);
+  CHECK(counter->deallocations == 1);
+  CHECK(cache.cached_bytes() == 0);
+  // Discarded twice, the fewer resident bytes count.
+  void* q = cache.allocate(mib);
+  cache.discard(q, mib, 200000);
+  cache.discard(q, mib, 50000);
+  cache.deallocate(q, mib);
+  CHECK(cache.cached_bytes() == 50000);
+  // A raw allocator that keeps the pages: the block counts whole and goes back.
+  counter->takes_pages = false;
+  void* r = cache.allocate(mib);
+  CHECK(r == q);
+  CHECK(cache.discard(r, mib, 1000) == mib);
+  cache.deallocate(r, mib);
+  CHECK(counter->deallocations == 2);
+  CHECK(cache.cached_bytes() == 0);
+  // A sweep gives back an idle discarded block and takes off what it counted.
+  counter->takes_pages = true;
+  void* s = cache.allocate(mib);
+  cache.discard(s, mib, 3000);
+  cache.deallocate(s, mib);
+  CHECK(cache.cached_bytes() == 3000);
+  for (int i = 0; i < 8; ++i) cache.deallocate(cache.allocate(100), 100);
+  CHECK(counter->deallocations == 3);
+  CHECK(cache.cached_bytes() == CA::round_size(100));
+  cache.release_cached();
+  CHECK(counter->live_bytes == 0);
+}
+
 // ---- half.h -------------------------------------------------------------------------------------
 
 TEST_CASE("core half: f16 known values, round to nearest even, inf, NaN, subnormals", "[core]") {
@@ -680,6 +731,19 @@ TEST_CASE("core registry: the cpu backend caches at most BackendOptions::max_cac
     CHECK(cache->in_use_bytes() == 5 * (size_t(1) << 20));
   }
   CHECK(cache->cached_bytes() == size_t(3) << 20);
+  CHECK(cache->in_use_bytes() == 0);
+  cache->release_cached();
+  {
+    // Four 4 MiB tensors written for their first 64 kiB and discarded past it: the pages
+    // madvise takes are not counted, so all four stay cached.
+    std::vector<Tensor> live;
+    for (int i = 0; i < 4; ++i) {
+      live.push_back(be->empty({1048576}));
+      be->fill(live.back().slice(0, 16384), 1.0f);
+      live.back().discard_after(65536);
+    }
+  }
+  CHECK(cache->cached_bytes() == 4 * size_t(65536));
   CHECK(cache->in_use_bytes() == 0);
 }
 

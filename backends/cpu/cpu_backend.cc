@@ -40,13 +40,16 @@ class HostAllocator : public Allocator {
     else
       std::free(p);
   }
-  void discard(void* p, size_t bytes, size_t keep) override {
+  size_t discard(void* p, size_t bytes, size_t keep) override {
     // Whole pages inside [p + keep, p + bytes) only: the block's own, whether mapped here or
     // carved from glibc's heap (whose bookkeeping lies outside the block).
     const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-    const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + keep + page - 1) / page * page;
-    const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
-    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+    const auto start = reinterpret_cast<uintptr_t>(p);
+    const uintptr_t begin = (start + keep + page - 1) / page * page;
+    const uintptr_t end = (start + bytes) / page * page;
+    if (end <= begin || madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED) != 0)
+      return bytes;
+    return bytes - (end - begin);
   }
   Device device() const override { return Device{DeviceType::cpu, 0}; }
 };

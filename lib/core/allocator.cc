@@ -1,5 +1,6 @@
 #include "core/allocator.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -26,9 +27,9 @@ void* CachingAllocator::allocate(size_t bytes) {
     if (it != free_.end() && it->first <= 2 * size) {
       const size_t block = it->first;
       void* p = it->second.back().p;
+      cached_ -= it->second.back().counted;
       it->second.pop_back();
       if (it->second.empty()) free_.erase(it);
-      cached_ -= block;
       if (block != size) larger_.emplace(p, block);
       in_use_ += block;
       above_request_ += block - size;
@@ -62,9 +63,14 @@ void CachingAllocator::deallocate(void* p, size_t bytes) {
       larger_.erase(it);
     }
     in_use_ -= size;
-    if (cached_ + size <= max_cached_) {
-      free_[size].push_back({p, period_});
-      cached_ += size;
+    size_t counted = size;
+    if (auto it = resident_.find(p); it != resident_.end()) {
+      counted = std::min(size, it->second);
+      resident_.erase(it);
+    }
+    if (cached_ + counted <= max_cached_) {
+      free_[size].push_back({p, period_, counted});
+      cached_ += counted;
       if (host_) asan_poison(p, size);
       return;
     }
@@ -72,7 +78,7 @@ void CachingAllocator::deallocate(void* p, size_t bytes) {
   give_back(p, size);
 }
 
-void CachingAllocator::discard(void* p, size_t bytes, size_t keep) {
+size_t CachingAllocator::discard(void* p, size_t bytes, size_t keep) {
   size_t size = round_size(bytes);
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -80,7 +86,12 @@ void CachingAllocator::discard(void* p, size_t bytes, size_t keep) {
   }
   // The whole block, not only the request: a block handed out above its class keeps the pages
   // its earlier, larger users touched.
-  raw_->discard(p, size, keep);
+  const size_t resident = std::min(size, raw_->discard(p, size, keep));
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Discarded twice, the later call's pages are a subset of what the first left: the smaller.
+  auto [it, fresh] = resident_.emplace(p, resident);
+  if (!fresh) it->second = std::min(it->second, resident);
+  return resident;
 }
 
 void CachingAllocator::give_back(void* p, size_t size) {
@@ -104,8 +115,10 @@ void CachingAllocator::sweep() {
     std::vector<Cached>& blocks = it->second;
     size_t stale = 0;
     while (stale < blocks.size() && blocks[stale].period < period_) ++stale;
-    for (size_t i = 0; i < stale; ++i) give_back(blocks[i].p, it->first);
-    cached_ -= stale * it->first;
+    for (size_t i = 0; i < stale; ++i) {
+      give_back(blocks[i].p, it->first);
+      cached_ -= blocks[i].counted;
+    }
     blocks.erase(blocks.begin(), blocks.begin() + static_cast<std::ptrdiff_t>(stale));
     it = blocks.empty() ? free_.erase(it) : std::next(it);
   }

@@ -25,7 +25,8 @@ class Allocator {
   // The block p (allocated for `bytes`) will not be read beyond its first `keep` bytes until
   // written again: the system may take back those pages (a host allocator's madvise), so that a
   // block reused by shorter work does not keep the pages of the longest work it ever held.
-  virtual void discard(void* /*p*/, size_t /*bytes*/, size_t /*keep*/) {}
+  // Returns how many of the block's bytes may still be resident (`bytes` when none were taken).
+  virtual size_t discard(void* /*p*/, size_t bytes, size_t /*keep*/) { return bytes; }
 };
 
 // Keeps freed blocks in per-size free lists and hands them out again; sizes are rounded up
@@ -34,6 +35,10 @@ class Allocator {
 // its batch every few steps asks for sizes it has never asked for, and a fresh block costs a
 // page fault per 4 KiB on first touch where a cached one costs nothing. At most
 // max_cached_bytes sit in the lists: beyond that a freed block goes back to the raw allocator.
+// A block discarded before it was freed counts what the raw allocator says may still be
+// resident: a beam search's self-attention caches are sized for the longest output and written
+// for a fraction of it, and counted whole they pushed every other block out of a 128 MiB cache
+// (each cohort's caches and outputs then faulted in fresh pages: 350,000 faults in 1,000 lines).
 // Every sweep_every allocations, the blocks that sat cached through the whole last period go
 // back too: a stream whose shapes keep changing (tx-translate for hours) would otherwise leave
 // a block of every size it ever used in the lists, and its memory would grow with the stream.
@@ -53,10 +58,12 @@ class CachingAllocator : public Allocator {
   void deallocate(void* p, size_t bytes) override;
   Device device() const override { return raw_->device(); }
   void trim() override { release_cached(); }
-  void discard(void* p, size_t bytes, size_t keep) override;
+  size_t discard(void* p, size_t bytes, size_t keep) override;
 
   // Returns every cached block to the raw allocator.
   void release_cached();
+  // What the cached blocks count against max_cached_bytes: their sizes, or what may still be
+  // resident of the blocks discarded before they were freed.
   size_t cached_bytes() const;
   // Bytes of the blocks handed out (their full sizes), and how many of them lie above what
   // their requests needed (a block up to twice a request's size may serve it).
@@ -71,6 +78,7 @@ class CachingAllocator : public Allocator {
   struct Cached {
     void* p;
     uint64_t period;  // the sweep period it was cached in
+    size_t counted;   // what it counts in cached_
   };
   // Returns a block to the raw allocator.
   void give_back(void* p, size_t size);
@@ -80,6 +88,7 @@ class CachingAllocator : public Allocator {
 
   std::map<size_t, std::vector<Cached>> free_;  // no empty lists: lower_bound finds a block
   std::unordered_map<void*, size_t> larger_;    // blocks handed out above their request's class
+  std::unordered_map<void*, size_t> resident_;  // blocks handed out and discarded: what may stay
   size_t max_cached_;
   size_t cached_ = 0;  // bytes in free_
   uint64_t sweep_every_;
