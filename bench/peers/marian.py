@@ -46,7 +46,7 @@ Usage: marian.py train OUT_DIR [--epochs 4] [--threads 2] [--dim 512 --depth 6 -
        marian.py compare MODEL_DIR [--src F --ref F --lines 1000] [--threads 2]
                    [--settings 5x32,4x32,1x32,5x1] [--rounds 1] [--int8 [--int8-settings 5x32]]
                    [--ct2-marian-positions] [--tx-bin build/apps/tx-translate] [--json FILE]
-                   [--hf-dir HF_DIR [--make-hf] [--hf-lines 200] [--hf-batch 1]]
+                   [--no-marian] [--hf-dir HF_DIR [--make-hf] [--hf-lines 200] [--hf-batch 1]]
 Run it with bench/.venv/bin/python (pymarian, ctranslate2, transformers, torch, sacrebleu).
 """
 import argparse
@@ -302,23 +302,23 @@ def compare(args):
                     times[name].append(secs)
             if "marian" in outs:
                 marian_out[(beam, batch)] = outs["marian"]
-            base = marian_out[(beam, batch)]
+            base = marian_out.get((beam, batch))  # None with --no-marian
             tx_name = engines[0][0] if kind == "int8" else "tx"
             med = {n: statistics.median(t) for n, t in times.items()}
             row = {"kind": kind, "beam": beam, "batch": batch, "lines": len(src_lines),
                    "threads": args.threads, "engines": {}}
             for name, _ in engines:
                 out, secs = outs[name], med[name]
-                same = sum(a == b for a, b in zip(out, base))
+                same = sum(a == b for a, b in zip(out, base)) if base else None
                 e = {"seconds": round(secs, 3), "rounds": [round(t, 3) for t in times[name]],
                      "sent_per_s": round(len(out) / secs, 2),
                      "tok_per_s": round(sum(map(text.count, out)) / secs, 1),
                      "bleu": round(bleu(out, ref), 2), "identical_to_marian": same,
                      "tx_speedup": round(secs / med[tx_name], 3)}
                 row["engines"][name] = e
+                shown = f"{100 * same / len(out):>8.1f}%" if base else f"{'-':>9}"
                 print(f"{name:<12}{beam:>5}{batch:>6}{secs:>8.2f}{e['sent_per_s']:>9.1f}"
-                      f"{e['tok_per_s']:>9.0f}{e['bleu']:>7.2f}{100 * same / len(out):>8.1f}%"
-                      f"{e['tx_speedup']:>9.2f}")
+                      f"{e['tok_per_s']:>9.0f}{e['bleu']:>7.2f}{shown}{e['tx_speedup']:>9.2f}")
             if args.rounds > 1:
                 for name, _ in engines:
                     if name != tx_name:
@@ -343,10 +343,12 @@ def compare(args):
             ct2 = todo and ct2_convert(model_dir, npz, vocabs, quant, args.ct2_marian_positions)
             for beam, batch in todo:
                 if quant == "float32":
-                    bench(beam, batch, [("marian", marian_fn), ("tx", tx_fn(())),
-                                        ("ct2", ct2_fn(ct2))], "float32")
+                    marian = [] if args.no_marian else [("marian", marian_fn)]
+                    bench(beam, batch, marian + [("tx", tx_fn(())), ("ct2", ct2_fn(ct2))],
+                          "float32")
                     continue
-                if (beam, batch) not in marian_out:  # identical lines: against Marian float32
+                if (beam, batch) not in marian_out and not args.no_marian:
+                    # identical lines: against Marian float32
                     marian_out[(beam, batch)] = marian_fn(beam, batch)[0]
                 bench(beam, batch, [("tx --int8", tx_fn(("--int8",))),
                                     ("ct2 int8", ct2_fn(ct2))], "int8")
@@ -512,6 +514,9 @@ def main():
     c.add_argument("--ct2-marian-positions", action="store_true",
                    help="give the CTranslate2 model Marian's position table")
     c.add_argument("--tx-bin", default=os.path.join(ROOT, "build", "apps", "tx-translate"))
+    c.add_argument("--no-marian", action="store_true",
+                   help="time tx and CTranslate2 only (no identical-line counts): more rounds "
+                   "of the two in the time of one of Marian's")
     c.add_argument("--json", help="append the JSON lines here instead of stdout")
     c.add_argument("--hf-dir", help="the model as a Hugging Face MarianMTModel directory")
     c.add_argument("--make-hf", action="store_true",
