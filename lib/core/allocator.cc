@@ -88,7 +88,8 @@ size_t CachingAllocator::discard(void* p, size_t bytes, size_t keep) {
   // its earlier, larger users touched.
   const size_t resident = std::min(size, raw_->discard(p, size, keep));
   std::lock_guard<std::mutex> lock(mutex_);
-  // Discarded twice, the later call's pages are a subset of what the first left: the smaller.
+  // Discarded twice: the fewer bytes count. Writes after a discard are not seen, so a user
+  // discards just before it frees (DecoderState's destructor).
   auto [it, fresh] = resident_.emplace(p, resident);
   if (!fresh) it->second = std::min(it->second, resident);
   return resident;
