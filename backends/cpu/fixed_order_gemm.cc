@@ -191,9 +191,8 @@ void row_kernel(const typename E::unit* a, const typename E::unit* b, int64_t k,
 
 #if defined(__AVX2__)
 // One whole group's units [q, q + 8): to[j * kRows + r] = from[r][j], an 8 x 8 transpose of the
-// 6 rows and two zero rows. Column j's store writes 2 lanes past its 6: the next column's store
-// overwrites them, and after the last column they land in the next block or group (written
-// after this one) or in the slice's padding (kSlicePad).
+// 6 rows and two zero rows. Column j's 8-lane store writes 2 lanes past its 6, which column
+// j + 1's store overwrites; the last column stores its 6 alone, so nothing lands past the block.
 template <class U>
 inline void pack_6x8(const U* const from[kRows], U* to) {
   __m256 r[kRows];
@@ -214,11 +213,10 @@ inline void pack_6x8(const U* const from[kRows], U* to) {
   _mm256_storeu_ps(out + 4 * kRows, _mm256_permute2f128_ps(s0, s4, 0x31));
   _mm256_storeu_ps(out + 5 * kRows, _mm256_permute2f128_ps(s1, s5, 0x31));
   _mm256_storeu_ps(out + 6 * kRows, _mm256_permute2f128_ps(s2, s6, 0x31));
-  _mm256_storeu_ps(out + 7 * kRows, _mm256_permute2f128_ps(s3, s7, 0x31));
+  const __m256 last = _mm256_permute2f128_ps(s3, s7, 0x31);
+  _mm_storeu_ps(out + 7 * kRows, _mm256_castps256_ps128(last));
+  _mm_storel_pi(reinterpret_cast<__m64*>(out + 7 * kRows + 4), _mm256_extractf128_ps(last, 1));
 }
-constexpr int64_t kSlicePad = 2;  // units pack_6x8 may write past the packed slice
-#else
-constexpr int64_t kSlicePad = 0;
 #endif
 
 // Copies rows [r0, r0 + rows) x k [k0, k0 + depth) of a (row stride k) k-major per kRows rows:
@@ -319,7 +317,7 @@ void gemm_units(const typename E::unit* a, int64_t m, int64_t k, const typename 
   {
     // This thread's slice of a.
     thread_local std::vector<unit> slice;
-    slice.resize(static_cast<size_t>(kBlockRows * kDepth + kSlicePad));
+    slice.resize(static_cast<size_t>(kBlockRows * kDepth));
     unit* own = slice.data();
     const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
     int64_t p0 = count * t / threads;

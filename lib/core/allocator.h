@@ -38,7 +38,7 @@ class Allocator {
 // A block discarded before it was freed counts what the raw allocator says may still be
 // resident: a beam search's self-attention caches are sized for the longest output and written
 // for a fraction of it, and counted whole they pushed every other block out of a 128 MiB cache
-// (each cohort's caches and outputs then faulted in fresh pages: 350,000 faults in 1,000 lines).
+// (each cohort's caches and outputs then faulted in fresh pages: 354,000 faults in 1,000 lines).
 // Every sweep_every allocations, the blocks that sat cached through the whole last period go
 // back too: a stream whose shapes keep changing (tx-translate for hours) would otherwise leave
 // a block of every size it ever used in the lists, and its memory would grow with the stream.
