@@ -48,6 +48,9 @@ inline vec vbroadcast(const float* p) {
 inline vec vfma(vec a, vec b, vec c) {
   return _mm512_fmadd_ps(a, b, c);
 }
+inline vec vadd(vec a, vec b) {
+  return _mm512_add_ps(a, b);
+}
 #elif defined(__AVX2__) && defined(__FMA__)
 constexpr int W = 8;
 using vec = __m256;
@@ -65,6 +68,9 @@ inline vec vbroadcast(const float* p) {
 }
 inline vec vfma(vec a, vec b, vec c) {
   return _mm256_fmadd_ps(a, b, c);
+}
+inline vec vadd(vec a, vec b) {
+  return _mm256_add_ps(a, b);
 }
 #else
 // No FMA unit assumed: std::fma keeps the single rounding (slowly, in software if need be).
@@ -91,6 +97,10 @@ inline vec vbroadcast(const float* p) {
 inline vec vfma(vec a, vec b, vec c) {
   for (int i = 0; i < W; ++i) c.v[i] = std::fma(a.v[i], b.v[i], c.v[i]);
   return c;
+}
+inline vec vadd(vec a, vec b) {
+  for (int i = 0; i < W; ++i) a.v[i] += b.v[i];
+  return a;
 }
 #endif
 
@@ -124,10 +134,11 @@ constexpr int64_t kDepth = 256;      // units of k per pass: a panel's slice (16
 constexpr int64_t kBlockRows = 192;  // rows per pass: their slice of a stays in L2
 
 // c[0..R) x [0..kPanel) (row stride ldc) continues its chains over `depth` more units of k: zero
-// first when `first`. a: the rows' slice of a packed k-major (a[k * kRows + r]); b: the panel's.
+// first when `first`; the panel's kPanel bias values added to the sums when `bias` is not null
+// (the last pass). a: the rows' slice of a packed k-major (a[k * kRows + r]); b: the panel's.
 template <class E, int R>
 void kernel(const typename E::unit* a, const typename E::unit* b, int64_t depth, float* c,
-            int64_t ldc, bool first) {
+            int64_t ldc, bool first, const float* bias) {
   vec acc[R][2];
   for (int r = 0; r < R; ++r) {
     acc[r][0] = first ? vzero() : vload(c + r * ldc);
@@ -142,6 +153,13 @@ void kernel(const typename E::unit* a, const typename E::unit* b, int64_t depth,
       acc[r][1] = E::madd(ar, bk + W, acc[r][1]);
     }
   }
+  if (bias) {
+    const vec b0 = vload(bias), b1 = vload(bias + W);
+    for (int r = 0; r < R; ++r) {
+      acc[r][0] = vadd(acc[r][0], b0);
+      acc[r][1] = vadd(acc[r][1], b1);
+    }
+  }
   for (int r = 0; r < R; ++r) {
     vstore(c + r * ldc, acc[r][0]);
     vstore(c + r * ldc + W, acc[r][1]);
@@ -150,20 +168,20 @@ void kernel(const typename E::unit* a, const typename E::unit* b, int64_t depth,
 
 template <class E>
 void run_kernel(int rows, const typename E::unit* a, const typename E::unit* b, int64_t depth,
-                float* c, int64_t ldc, bool first) {
+                float* c, int64_t ldc, bool first, const float* bias) {
   switch (rows) {
     case 1:
-      return kernel<E, 1>(a, b, depth, c, ldc, first);
+      return kernel<E, 1>(a, b, depth, c, ldc, first, bias);
     case 2:
-      return kernel<E, 2>(a, b, depth, c, ldc, first);
+      return kernel<E, 2>(a, b, depth, c, ldc, first, bias);
     case 3:
-      return kernel<E, 3>(a, b, depth, c, ldc, first);
+      return kernel<E, 3>(a, b, depth, c, ldc, first, bias);
     case 4:
-      return kernel<E, 4>(a, b, depth, c, ldc, first);
+      return kernel<E, 4>(a, b, depth, c, ldc, first, bias);
     case 5:
-      return kernel<E, 5>(a, b, depth, c, ldc, first);
+      return kernel<E, 5>(a, b, depth, c, ldc, first, bias);
     default:
-      return kernel<E, 6>(a, b, depth, c, ldc, first);
+      return kernel<E, 6>(a, b, depth, c, ldc, first, bias);
   }
 }
 
@@ -171,7 +189,8 @@ void run_kernel(int rows, const typename E::unit* a, const typename E::unit* b, 
 // apart), over all of k: one row alone has 2 chains per panel, too few to hide the FMA's latency,
 // so P panels give 2P. Each output's chain is the same as kernel's.
 template <class E, int P>
-void row_kernel(const typename E::unit* a, const typename E::unit* b, int64_t k, float* c) {
+void row_kernel(const typename E::unit* a, const typename E::unit* b, int64_t k, float* c,
+                const float* bias) {
   vec acc[P][2];
   for (int j = 0; j < P; ++j) acc[j][0] = acc[j][1] = vzero();
   for (int64_t q = 0; q < k; ++q) {
@@ -183,6 +202,11 @@ void row_kernel(const typename E::unit* a, const typename E::unit* b, int64_t k,
       acc[j][1] = E::madd(aq, bq + W, acc[j][1]);
     }
   }
+  if (bias)
+    for (int j = 0; j < P; ++j) {
+      acc[j][0] = vadd(acc[j][0], vload(bias + j * kPanel));
+      acc[j][1] = vadd(acc[j][1], vload(bias + j * kPanel + W));
+    }
   for (int j = 0; j < P; ++j) {
     vstore(c + j * kPanel, acc[j][0]);
     vstore(c + j * kPanel + W, acc[j][1]);
@@ -266,11 +290,13 @@ struct Prefetch {
 
 // This thread's panels [p0, p1) of c's rows [i0, i0 + rows), continuing their chains over the
 // pass [k0, k0 + depth) whose slice of a is `slice`. `after`: the weight slice this thread
-// reads first in the next pass or row block (null if none), `after_units` its length.
+// reads first in the next pass or row block (null if none), `after_units` its length. bias:
+// added in the last pass, if not null.
 template <class E>
 void gemm_panels(const typename E::unit* slice, int64_t i0, int64_t rows, int64_t k, int64_t k0,
                  int64_t depth, const typename E::unit* panels, int64_t n, float* c, int64_t p0,
-                 int64_t p1, const typename E::unit* after, int64_t after_units) {
+                 int64_t p1, const typename E::unit* after, int64_t after_units,
+                 const float* bias) {
   constexpr int64_t kUnitsPerLine = 64 / sizeof(typename E::unit);
   // The last panel's padded columns land in a tile and only the real ones are copied out.
   float tile[kBlockRows * kPanel];
@@ -284,6 +310,16 @@ void gemm_panels(const typename E::unit* slice, int64_t i0, int64_t rows, int64_
     ahead.lines = ahead.next ? (p + 1 < p1 ? depth * kPanel : after_units) / kUnitsPerLine : 0;
     const int64_t col = p * kPanel, cols = std::min(kPanel, n - col);
     const bool whole = cols == kPanel;
+    // The last panel's bias padded to the panel's width (its padded columns are dropped).
+    float padded[kPanel] = {};
+    const float* panel_bias = nullptr;
+    if (bias && k0 + depth == k) {
+      panel_bias = bias + col;
+      if (!whole) {
+        std::copy(bias + col, bias + col + cols, padded);
+        panel_bias = padded;
+      }
+    }
     float* out = whole ? c + i0 * n + col : tile;
     const int64_t ldc = whole ? n : kPanel;
     if (!whole && k0 > 0)
@@ -292,7 +328,7 @@ void gemm_panels(const typename E::unit* slice, int64_t i0, int64_t rows, int64_
     for (int64_t r = 0, g = 0; r < rows; r += kRows, ++g) {
       ahead.some(groups - g);
       run_kernel<E>(static_cast<int>(std::min<int64_t>(kRows, rows - r)), slice + r * depth, b,
-                    depth, out + r * ldc, ldc, k0 == 0);
+                    depth, out + r * ldc, ldc, k0 == 0, panel_bias);
     }
     if (!whole)
       for (int64_t r = 0; r < rows; ++r)
@@ -303,11 +339,12 @@ void gemm_panels(const typename E::unit* slice, int64_t i0, int64_t rows, int64_
 // c [m, n] = a [m, k units] @ panels^T: what fixed_order_gemm and fixed_order_gemm_bf16 share.
 template <class E>
 void gemm_units(const typename E::unit* a, int64_t m, int64_t k, const typename E::unit* panels,
-                int64_t n, float* c) {
+                int64_t n, float* c, const float* bias) {
   using unit = typename E::unit;
   if (m == 0 || n == 0) return;
   if (k == 0) {
-    std::fill(c, c + m * n, 0.0f);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * n + j] = bias ? 0.0f + bias[j] : 0.0f;
     return;
   }
   const int64_t count = (n + kPanel - 1) / kPanel;
@@ -325,7 +362,8 @@ void gemm_units(const typename E::unit* a, int64_t m, int64_t k, const typename 
     if (m == 1) {  // a decoding step of one sentence and beam 1: a is the one row
       constexpr int kSide = 4;
       for (; p0 + kSide <= p1 && (p0 + kSide) * kPanel <= n; p0 += kSide)
-        row_kernel<E, kSide>(a, panels + p0 * k * kPanel, k, c + p0 * kPanel);
+        row_kernel<E, kSide>(a, panels + p0 * k * kPanel, k, c + p0 * kPanel,
+                             bias ? bias + p0 * kPanel : nullptr);
     }
     for (int64_t i0 = 0; i0 < m; i0 += kBlockRows) {
       const int64_t rows = std::min(kBlockRows, m - i0);
@@ -342,7 +380,7 @@ void gemm_units(const typename E::unit* a, int64_t m, int64_t k, const typename 
           after = panels + p0 * k * kPanel + k1 * kPanel;
           after_units = std::min(kDepth, k - k1) * kPanel;
         }
-        gemm_panels<E>(own, i0, rows, k, k0, depth, panels, n, c, p0, p1, after, after_units);
+        gemm_panels<E>(own, i0, rows, k, k0, depth, panels, n, c, p0, p1, after, after_units, bias);
       }
     }
   }
@@ -367,8 +405,8 @@ void pack_panels(const float* w, int64_t n, int64_t k, float* panels) {
 }
 
 void fixed_order_gemm(const float* a, int64_t m, int64_t k, const float* panels, int64_t n,
-                      float* c) {
-  gemm_units<F32>(a, m, k, panels, n, c);
+                      float* c, const float* bias) {
+  gemm_units<F32>(a, m, k, panels, n, c, bias);
 }
 
 bool fixed_order_bf16_available() {
@@ -397,12 +435,12 @@ void pack_panels_bf16(const uint16_t* w, int64_t n, int64_t k, uint32_t* panels)
 }
 
 void fixed_order_gemm_bf16(const uint16_t* a, int64_t m, int64_t k, const uint32_t* panels,
-                           int64_t n, float* c) {
+                           int64_t n, float* c, const float* bias) {
   TX_CHECK(k % 2 == 0, "fixed_order_gemm_bf16: K = ", k, " must be even (a is read in pairs)");
 #if TX_FIXED_ORDER_BF16
-  gemm_units<Bf16Pairs>(reinterpret_cast<const uint32_t*>(a), m, k / 2, panels, n, c);
+  gemm_units<Bf16Pairs>(reinterpret_cast<const uint32_t*>(a), m, k / 2, panels, n, c, bias);
 #else
-  (void)a, (void)m, (void)panels, (void)n, (void)c;
+  (void)a, (void)m, (void)panels, (void)n, (void)c, (void)bias;
   TX_CHECK(false, "fixed_order_gemm_bf16: this build has no AVX512-BF16 kernel");
 #endif
 }

@@ -101,8 +101,9 @@ void CudaBackend::gemm_half_impl(const Tensor& a, bool trans_a, const Tensor& b,
 // cuBLAS reads a weight as it is: nothing to pack.
 void CudaBackend::pack_weight_impl(PackedWeight&) {}
 
-void CudaBackend::gemm_packed_impl(const Tensor& a, const PackedWeight& w, const Tensor& c) {
-  gemm_weight_as_is(a, w, c);
+void CudaBackend::gemm_packed_impl(const Tensor& a, const PackedWeight& w, const Tensor& c,
+                                   const Tensor& bias) {
+  gemm_weight_as_is(a, w, c, bias);
 }
 
 }  // namespace tx::cuda

@@ -212,7 +212,8 @@ Backend::PackedWeight Backend::pack_weight(const Tensor& w) {
   return p;
 }
 
-void Backend::gemm_packed(const Tensor& a, const PackedWeight& w, const Tensor& c) {
+void Backend::gemm_packed(const Tensor& a, const PackedWeight& w, const Tensor& c,
+                          const Tensor& bias) {
   TX_CHECK(w.defined(), "gemm_packed: the weight was not packed (Backend::pack_weight)");
   require_device("gemm_packed", "w", w.weight, *this);
   require_device("gemm_packed", "a", a, *this);
@@ -229,24 +230,31 @@ void Backend::gemm_packed(const Tensor& a, const PackedWeight& w, const Tensor& 
   TX_CHECK(c.shape().rows() == m && c.dim(-1) == n, "gemm_packed: c ", c.shape().str(),
            " must be [", m, ", ", n, "] (rows x columns) for a ", a.shape().str(), " and w ",
            w.weight.shape().str());
+  if (bias.defined()) {
+    f32_arg(*this, "gemm_packed", "bias", bias);
+    require_shape("gemm_packed", "bias", bias, Shape{n});
+  }
   if (c.numel() == 0) return;
   if (k == 0) {  // an empty sum
     fill(c, 0.0f);
+    if (bias.defined()) add_bias(c.view({m, n}), bias, c.view({m, n}));
     return;
   }
   if (!profiling_) {
-    gemm_packed_impl(a, w, c);
+    gemm_packed_impl(a, w, c, bias);
     return;
   }
-  tally_gemm(2.0 * double(c.numel()) * double(k), [&] { gemm_packed_impl(a, w, c); });
+  tally_gemm(2.0 * double(c.numel()) * double(k), [&] { gemm_packed_impl(a, w, c, bias); });
 }
 
-void Backend::gemm_weight_as_is(const Tensor& a, const PackedWeight& w, const Tensor& c) {
+void Backend::gemm_weight_as_is(const Tensor& a, const PackedWeight& w, const Tensor& c,
+                                const Tensor& bias) {
   const int64_t m = a.shape().rows(), n = w.weight.dim(0), k = w.weight.dim(1);
   if (a.dtype() == DType::f32)
     gemm_impl(a.view({m, k}), false, w.weight, true, c.view({m, n}), 1.0f, 0.0f);
   else
     gemm_half_impl(a.view({m, k}), false, w.weight, true, c.view({m, n}), 1.0f, 0.0f);
+  if (bias.defined()) add_bias_impl(c.view({m, n}), bias, c.view({m, n}));
 }
 
 void Backend::tally_gemm(double flop, const std::function<void()>& run) {

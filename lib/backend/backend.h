@@ -102,8 +102,10 @@ class Backend {
   PackedWeight pack_weight(const Tensor& w);
   // c f32 [M, N] = a [M, K] @ w^T for a PackedWeight of w [N, K] f32, bf16 or f16, a of w's
   // dtype; a and c are rows of any shape ([..., K] and [..., N]). Equal to
-  // gemm(a, false, w, true, c) up to rounding.
-  void gemm_packed(const Tensor& a, const PackedWeight& w, const Tensor& c);
+  // gemm(a, false, w, true, c) up to rounding. With a bias [N], c = that + bias, equal bit for
+  // bit to add_bias after it (the CPU adds it as it stores c, a pass over c fewer).
+  void gemm_packed(const Tensor& a, const PackedWeight& w, const Tensor& c,
+                   const Tensor& bias = Tensor());
 
   // ---- elementwise ---------------------------------------------------------------------------
   void add_bias(const Tensor& x, const Tensor& bias,
@@ -287,9 +289,12 @@ class Backend {
   // Sets p.packed (and p.threads) to the backend's layout of p.weight, or leaves it undefined
   // to use the weight as it is.
   virtual void pack_weight_impl(PackedWeight& p) = 0;
-  virtual void gemm_packed_impl(const Tensor& a, const PackedWeight& w, const Tensor& c) = 0;
+  // bias: undefined, or [N] f32 to add to c.
+  virtual void gemm_packed_impl(const Tensor& a, const PackedWeight& w, const Tensor& c,
+                                const Tensor& bias) = 0;
   // gemm_packed's product through gemm_impl on the weight as it is.
-  void gemm_weight_as_is(const Tensor& a, const PackedWeight& w, const Tensor& c);
+  void gemm_weight_as_is(const Tensor& a, const PackedWeight& w, const Tensor& c,
+                         const Tensor& bias = Tensor());
   virtual void add_bias_impl(const Tensor& x, const Tensor& bias, const Tensor& y) = 0;
   virtual void add_impl(const Tensor& a, const Tensor& b, const Tensor& y) = 0;
   // add_bias_impl then relu_impl; a backend may fuse them.

@@ -90,6 +90,17 @@ void bias_act(Backend& be, const Tensor& y2, const Var& b, Fused act) {
     activate(be, y2, act);
 }
 
+// y2 = act(x w^T + b): a bias alone goes into the GEMM, which adds it as it stores y2.
+void packed_then_bias_act(Backend& be, const Tensor& x, const Backend::PackedWeight& w,
+                          const Tensor& y2, const Var& b, Fused act) {
+  if (b && act == Fused::none) {
+    be.gemm_packed(x, w, y2, b->value);
+    return;
+  }
+  be.gemm_packed(x, w, y2);
+  bias_act(be, y2, b, act);
+}
+
 // linear() for inference with a bf16 / f16 weight: x rounded to its dtype for the GEMM.
 Var linear_low(Graph& g, const Var& x, const Backend::PackedWeight& packed, const Var& b,
                Fused act) {
@@ -107,8 +118,7 @@ Var linear_low(Graph& g, const Var& x, const Backend::PackedWeight& packed, cons
   Tensor X = g.alloc({rows, in}, w.dtype());
   be.cast(xv.view({rows, in}), X);
   Tensor y2 = y->value.view({rows, out});
-  be.gemm_packed(X, packed, y2);
-  bias_act(be, y2, b, act);
+  packed_then_bias_act(be, X, packed, y2, b, act);
   return y;
 }
 
@@ -124,8 +134,7 @@ Var linear_packed(Graph& g, const Var& x, const Backend::PackedWeight& w, const 
   dims.back() = w.weight.dim(0);
   Backend& be = g.backend();
   Var y = g.output(Shape(dims), false);
-  be.gemm_packed(xv, w, y->value);
-  bias_act(be, y->value.view({y->value.shape().rows(), dims.back()}), b, act);
+  packed_then_bias_act(be, xv, w, y->value.view({y->value.shape().rows(), dims.back()}), b, act);
   return y;
 }
 

@@ -110,6 +110,32 @@ TEMPLATE_TEST_CASE("gemm_packed: the output layer's shape at beam-search row cou
   check_packed(*be, 8000, 256, {160, 3, 480}, 500);
 }
 
+TEMPLATE_TEST_CASE(
+    "gemm_packed with a bias: bit for bit gemm_packed then add_bias, for one row, partial panels, "
+    "passes over k and an empty k",
+    "[gemm][packed]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  uint64_t seed = 900;
+  for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{
+           {1000, 256}, {77, 600}, {512, 512}, {6, 5}, {130, 0}}) {
+    const tx::Backend::PackedWeight packed =
+        be->pack_weight(be->upload(random_vector(static_cast<size_t>(n * k), ++seed), {n, k}));
+    const Tensor bias = be->upload(random_vector(static_cast<size_t>(n), ++seed, -3, 3), {n});
+    for (int64_t m : {1, 2, 5, 6, 7, 13, 160, 193}) {
+      const Tensor a = be->upload(random_vector(static_cast<size_t>(m * k), ++seed), {m, k});
+      Tensor want = be->empty({m, n}), got = be->empty({m, n});
+      be->gemm_packed(a, packed, want);
+      be->add_bias(want, bias, want);
+      be->gemm_packed(a, packed, got, bias);
+      INFO("M=" << m << " N=" << n << " K=" << k);
+      CHECK(fetch(*be, got) == fetch(*be, want));
+    }
+  }
+  const tx::Backend::PackedWeight w = be->pack_weight(be->zeros({6, 4}));
+  CHECK_THROWS_WITH(be->gemm_packed(be->zeros({3, 4}), w, be->zeros({3, 6}), be->zeros({5})),
+                    Contains("gemm_packed: bias has shape [5], expected [6]"));
+}
+
 TEMPLATE_TEST_CASE("gemm_packed: mismatched shapes and unpacked weights are errors naming them",
                    "[gemm][packed]", TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);
