@@ -311,12 +311,12 @@ void gemm_panels(const typename E::unit* slice, int64_t i0, int64_t rows, int64_
     const int64_t col = p * kPanel, cols = std::min(kPanel, n - col);
     const bool whole = cols == kPanel;
     // The last panel's bias padded to the panel's width (its padded columns are dropped).
-    float padded[kPanel] = {};
+    float padded[kPanel];
     const float* panel_bias = nullptr;
     if (bias && k0 + depth == k) {
       panel_bias = bias + col;
       if (!whole) {
-        std::copy(bias + col, bias + col + cols, padded);
+        std::fill(std::copy(bias + col, bias + col + cols, padded), padded + kPanel, 0.0f);
         panel_bias = padded;
       }
     }
@@ -344,7 +344,7 @@ void gemm_units(const typename E::unit* a, int64_t m, int64_t k, const typename 
   if (m == 0 || n == 0) return;
   if (k == 0) {
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) c[i * n + j] = bias ? 0.0f + bias[j] : 0.0f;
+      for (int64_t j = 0; j < n; ++j) c[i * n + j] = bias ? 0.0f + bias[j] : 0.0f;  // as fill, add
     return;
   }
   const int64_t count = (n + kPanel - 1) / kPanel;
