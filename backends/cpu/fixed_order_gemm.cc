@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -136,9 +137,12 @@ constexpr int64_t kBlockRows = 192;  // rows per pass: their slice of a stays in
 // c[0..R) x [0..kPanel) (row stride ldc) continues its chains over `depth` more units of k: zero
 // first when `first`; the panel's kPanel bias values added to the sums when `bias` is not null
 // (the last pass). a: the rows' slice of a packed k-major (a[k * kRows + r]); b: the panel's.
+// kernel and run_kernel are always inlined into gemm_panel: called out of line, GCC kept the
+// accumulators on the stack (a third of the speed).
 template <class E, int R>
-void kernel(const typename E::unit* a, const typename E::unit* b, int64_t depth, float* c,
-            int64_t ldc, bool first, const float* bias) {
+[[gnu::always_inline]] inline void kernel(const typename E::unit* a, const typename E::unit* b,
+                                          int64_t depth, float* c, int64_t ldc, bool first,
+                                          const float* bias) {
   vec acc[R][2];
   for (int r = 0; r < R; ++r) {
     acc[r][0] = first ? vzero() : vload(c + r * ldc);
@@ -167,8 +171,9 @@ void kernel(const typename E::unit* a, const typename E::unit* b, int64_t depth,
 }
 
 template <class E>
-void run_kernel(int rows, const typename E::unit* a, const typename E::unit* b, int64_t depth,
-                float* c, int64_t ldc, bool first, const float* bias) {
+[[gnu::always_inline]] inline void run_kernel(int rows, const typename E::unit* a,
+                                              const typename E::unit* b, int64_t depth, float* c,
+                                              int64_t ldc, bool first, const float* bias) {
   switch (rows) {
     case 1:
       return kernel<E, 1>(a, b, depth, c, ldc, first, bias);
@@ -288,52 +293,79 @@ struct Prefetch {
   }
 };
 
-// This thread's panels [p0, p1) of c's rows [i0, i0 + rows), continuing their chains over the
-// pass [k0, k0 + depth) whose slice of a is `slice`. `after`: the weight slice this thread
-// reads first in the next pass or row block (null if none), `after_units` its length. bias:
-// added in the last pass, if not null.
+// Panel p of c's rows [i0, i0 + rows), continuing its chains over the pass [k0, k0 + depth)
+// whose slice of a is `slice`. `next`: the weights this thread reads after this panel (null if
+// none or unknown), `next_units` their length. bias: added in the last pass, if not null.
 template <class E>
-void gemm_panels(const typename E::unit* slice, int64_t i0, int64_t rows, int64_t k, int64_t k0,
-                 int64_t depth, const typename E::unit* panels, int64_t n, float* c, int64_t p0,
-                 int64_t p1, const typename E::unit* after, int64_t after_units,
-                 const float* bias) {
+void gemm_panel(const typename E::unit* slice, int64_t i0, int64_t rows, int64_t k, int64_t k0,
+                int64_t depth, const typename E::unit* panels, int64_t n, float* c, int64_t p,
+                const typename E::unit* next, int64_t next_units, const float* bias) {
   constexpr int64_t kUnitsPerLine = 64 / sizeof(typename E::unit);
   // The last panel's padded columns land in a tile and only the real ones are copied out.
   float tile[kBlockRows * kPanel];
   const int64_t groups = (rows + kRows - 1) / kRows;
-  for (int64_t p = p0; p < p1; ++p) {
-    const typename E::unit* b = panels + p * k * kPanel + k0 * kPanel;
-    Prefetch ahead;
-    // A few rows are bound by memory, not by the FMAs: nothing to overlap, leave it to the
-    // hardware prefetcher.
-    if (groups > 1) ahead.next = reinterpret_cast<const char*>(p + 1 < p1 ? b + k * kPanel : after);
-    ahead.lines = ahead.next ? (p + 1 < p1 ? depth * kPanel : after_units) / kUnitsPerLine : 0;
-    const int64_t col = p * kPanel, cols = std::min(kPanel, n - col);
-    const bool whole = cols == kPanel;
-    // The last panel's bias padded to the panel's width (its padded columns are dropped).
-    float padded[kPanel];
-    const float* panel_bias = nullptr;
-    if (bias && k0 + depth == k) {
-      panel_bias = bias + col;
-      if (!whole) {
-        std::fill(std::copy(bias + col, bias + col + cols, padded), padded + kPanel, 0.0f);
-        panel_bias = padded;
-      }
-    }
-    float* out = whole ? c + i0 * n + col : tile;
-    const int64_t ldc = whole ? n : kPanel;
-    if (!whole && k0 > 0)
-      for (int64_t r = 0; r < rows; ++r)
-        std::memcpy(tile + r * kPanel, c + (i0 + r) * n + col, cols * sizeof(float));
-    for (int64_t r = 0, g = 0; r < rows; r += kRows, ++g) {
-      ahead.some(groups - g);
-      run_kernel<E>(static_cast<int>(std::min<int64_t>(kRows, rows - r)), slice + r * depth, b,
-                    depth, out + r * ldc, ldc, k0 == 0, panel_bias);
-    }
-    if (!whole)
-      for (int64_t r = 0; r < rows; ++r)
-        std::memcpy(c + (i0 + r) * n + col, tile + r * kPanel, cols * sizeof(float));
+  const typename E::unit* b = panels + p * k * kPanel + k0 * kPanel;
+  Prefetch ahead;
+  // A few rows are bound by memory, not by the FMAs: nothing to overlap, leave it to the
+  // hardware prefetcher.
+  if (groups > 1 && next) {
+    ahead.next = reinterpret_cast<const char*>(next);
+    ahead.lines = next_units / kUnitsPerLine;
   }
+  const int64_t col = p * kPanel, cols = std::min(kPanel, n - col);
+  const bool whole = cols == kPanel;
+  // The last panel's bias padded to the panel's width (its padded columns are dropped).
+  float padded[kPanel];
+  const float* panel_bias = nullptr;
+  if (bias && k0 + depth == k) {
+    panel_bias = bias + col;
+    if (!whole) {
+      std::fill(std::copy(bias + col, bias + col + cols, padded), padded + kPanel, 0.0f);
+      panel_bias = padded;
+    }
+  }
+  float* out = whole ? c + i0 * n + col : tile;
+  const int64_t ldc = whole ? n : kPanel;
+  if (!whole && k0 > 0)
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(tile + r * kPanel, c + (i0 + r) * n + col, cols * sizeof(float));
+  for (int64_t r = 0, g = 0; r < rows; r += kRows, ++g) {
+    ahead.some(groups - g);
+    run_kernel<E>(static_cast<int>(std::min<int64_t>(kRows, rows - r)), slice + r * depth, b, depth,
+                  out + r * ldc, ldc, k0 == 0, panel_bias);
+  }
+  if (!whole)
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(c + (i0 + r) * n + col, tile + r * kPanel, cols * sizeof(float));
+}
+
+// The work of one GEMM as a sequence of items, each a run of panels in one pass of one row
+// block, in the order (row block, pass, panel run). Threads take items from a shared counter
+// as they finish the last, so a thread slowed by the host (another guest on the core's twin,
+// an interrupt, a late wake-up) does less of the work instead of holding the other at the
+// barrier: a static split left one thread idle for 9-12% of a beam 5 x 32 run's GEMM time.
+// A panel's passes still run in order: an item waits (rarely: a pass of the panel run is
+// `runs` items earlier) until its run's previous pass is done, so every sum is the same chain
+// over k whichever thread continues it.
+struct Schedule {
+  int64_t m, k, count;  // rows, units of k, panels
+  int64_t run;          // panels per item
+  int64_t runs, passes, blocks;
+  int64_t items() const { return blocks * passes * runs; }
+  int64_t block(int64_t i) const { return i / (passes * runs); }
+  int64_t pass(int64_t i) const { return i / runs % passes; }
+  int64_t first_panel(int64_t i) const { return i % runs * run; }
+};
+
+Schedule make_schedule(int64_t m, int64_t k, int64_t count) {
+  Schedule s{m, k, count, 1, 0, (k + kDepth - 1) / kDepth, (m + kBlockRows - 1) / kBlockRows};
+  // At least ~256 kFLOP an item (a few microseconds): a shared counter's cache line moving
+  // between the cores costs ~0.1 us a take.
+  const int64_t rows = std::min(m, kBlockRows), depth = std::min(k, kDepth);
+  const int64_t flop = 2 * rows * depth * kPanel;
+  s.run = std::clamp<int64_t>((int64_t{1} << 18) / std::max<int64_t>(flop, 1), 1, count);
+  s.runs = (count + s.run - 1) / s.run;
+  return s;
 }
 
 // c [m, n] = a [m, k units] @ panels^T: what fixed_order_gemm and fixed_order_gemm_bf16 share.
@@ -348,40 +380,74 @@ void gemm_units(const typename E::unit* a, int64_t m, int64_t k, const typename 
     return;
   }
   const int64_t count = (n + kPanel - 1) / kPanel;
-  // Columns are split between the threads, never rows or k: a row's sums are the same chains
-  // whoever computes them.
+  const Schedule s = make_schedule(m, k, count);
+  std::atomic<int64_t> taken{0};
+  // Per panel run: its (row block, pass) steps done, each published by a release store.
+  std::vector<std::atomic<int64_t>> done(static_cast<size_t>(s.runs));
+  for (auto& d : done) d.store(0, std::memory_order_relaxed);
+    // Columns are split between the threads, never rows or k: a row's sums are the same chains
+    // whoever computes them.
 #pragma omp parallel if (!omp_in_parallel() && count > 1 && m * n * k >= 64 * kElementwiseGrain)
   {
-    // This thread's slice of a.
+    // This thread's slice of a: the pass it last packed.
     thread_local std::vector<unit> slice;
     slice.resize(static_cast<size_t>(kBlockRows * kDepth));
     unit* own = slice.data();
-    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
-    int64_t p0 = count * t / threads;
-    const int64_t p1 = count * (t + 1) / threads;
-    if (m == 1) {  // a decoding step of one sentence and beam 1: a is the one row
+    int64_t packed_step = -1;  // block * passes + pass of `own`
+    if (m == 1) {
+      // A decoding step of one sentence and beam 1 (a is the one row): whole row kernels over
+      // all of k on this thread's share of the panels, then the rest panel by panel. One row
+      // alone is bound by memory: the split hardly matters, and the row kernel wants runs of
+      // kSide panels.
       constexpr int kSide = 4;
+      const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+      int64_t p0 = count * t / threads;
+      const int64_t p1 = count * (t + 1) / threads;
       for (; p0 + kSide <= p1 && (p0 + kSide) * kPanel <= n; p0 += kSide)
         row_kernel<E, kSide>(a, panels + p0 * k * kPanel, k, c + p0 * kPanel,
                              bias ? bias + p0 * kPanel : nullptr);
-    }
-    for (int64_t i0 = 0; i0 < m; i0 += kBlockRows) {
-      const int64_t rows = std::min(kBlockRows, m - i0);
-      for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
+      for (int64_t k0 = 0; k0 < k && p0 < p1; k0 += kDepth) {
         const int64_t depth = std::min(kDepth, k - k0);
-        if (p0 == p1) break;
+        pack_slice(a, k, 0, 1, k0, depth, own);
+        for (int64_t p = p0; p < p1; ++p)
+          gemm_panel<E>(own, 0, 1, k, k0, depth, panels, n, c, p, nullptr, 0, bias);
+      }
+    }
+    int64_t item = m == 1 ? s.items() : taken.fetch_add(1, std::memory_order_relaxed);
+    while (item < s.items()) {
+      // The next item is taken before this one runs: its weights are fetched meanwhile.
+      const int64_t next = taken.fetch_add(1, std::memory_order_relaxed);
+      const int64_t b = s.block(item), q = s.pass(item), first = s.first_panel(item);
+      const int64_t run = item % s.runs, step = b * s.passes + q;
+      const int64_t i0 = b * kBlockRows, rows = std::min(kBlockRows, m - i0);
+      const int64_t k0 = q * kDepth, depth = std::min(kDepth, k - k0);
+      if (packed_step != step) {
         pack_slice(a, k, i0, rows, k0, depth, own);
-        // What this thread reads first after this pass: its first panel's next slice of k,
-        // or of the next row block its first slice.
+        packed_step = step;
+      }
+      // The run's previous pass (another thread's, perhaps) must be done and its c visible.
+      while (done[static_cast<size_t>(run)].load(std::memory_order_acquire) != step) {
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+      }
+      const int64_t last = std::min(first + s.run, count);
+      for (int64_t p = first; p < last; ++p) {
+        // What this thread reads after panel p: the item's next panel, or the next item's first.
         const unit* after = nullptr;
         int64_t after_units = 0;
-        if (p0 < p1 && (k0 + depth < k || i0 + rows < m)) {
-          const int64_t k1 = k0 + depth < k ? k0 + depth : 0;
-          after = panels + p0 * k * kPanel + k1 * kPanel;
-          after_units = std::min(kDepth, k - k1) * kPanel;
+        if (p + 1 < last) {
+          after = panels + (p + 1) * k * kPanel + k0 * kPanel;
+          after_units = depth * kPanel;
+        } else if (next < s.items()) {
+          const int64_t nq = s.pass(next);
+          after = panels + s.first_panel(next) * k * kPanel + nq * kDepth * kPanel;
+          after_units = std::min(kDepth, k - nq * kDepth) * kPanel;
         }
-        gemm_panels<E>(own, i0, rows, k, k0, depth, panels, n, c, p0, p1, after, after_units, bias);
+        gemm_panel<E>(own, i0, rows, k, k0, depth, panels, n, c, p, after, after_units, bias);
       }
+      done[static_cast<size_t>(run)].store(step + 1, std::memory_order_release);
+      item = next;
     }
   }
 }

@@ -160,8 +160,10 @@ TEST_CASE(
     "row whatever the row count, its position and the thread count",
     "[gemm][packed]") {
   std::unique_ptr<tx::Backend> be = cpu_backend(2);
-  // k > 256 crosses the kernel's passes over k; n = 1000 leaves a partial panel.
-  for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{1000, 256}, {77, 600}}) {
+  // k > 256 crosses the kernel's passes over k; n = 1000 leaves a partial panel. n = 32 is two
+  // panels and k = 2048 eight passes: the threads take turns on each panel's passes, which
+  // must still run in order.
+  for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{1000, 256}, {77, 600}, {32, 2048}}) {
     const int64_t rows = 200;
     const std::vector<float> w = random_vector(n * k, 600 + n), a = random_vector(rows * k, 601);
     std::vector<float> chain(static_cast<size_t>(rows * n));
@@ -185,6 +187,15 @@ TEST_CASE(
       const std::vector<float> got = fetch(*be, c);
       INFO("n " << n << " k " << k << " rows " << first << ".." << first + m);
       CHECK(std::equal(got.begin(), got.end(), chain.begin() + first * n));
+    }
+    // More threads than cores: a thread is often stopped inside a pass, and another continues
+    // the panel's next pass only once it is done.
+    std::unique_ptr<tx::Backend> many = cpu_backend(5);
+    for (int round = 0; round < 8; ++round) {
+      Tensor c = many->empty({rows, n});
+      many->gemm_packed(many->upload(a, {rows, k}), packed, c);
+      INFO("n " << n << " k " << k << ", 5 threads, round " << round);
+      CHECK(fetch(*many, c) == chain);
     }
     // A backend of one thread reads the same layout to the same bits.
     std::unique_ptr<tx::Backend> single = cpu_backend(1);
