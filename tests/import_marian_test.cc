@@ -613,6 +613,13 @@ TEST_CASE("imported models: a user's mistakes are one line naming the problem an
   fails(
       "-m " + fixture("post-relu-tiedall/model.npz") + " " + fixture("pre-swish-tiedtrg/model.npz"),
       "an ensemble's models must share their vocabularies");
+  // A model damaged on disk: one byte of a weight (decoder_l2_ffn_W1, a stored entry) changed.
+  std::string npz = slurp(fixture("post-relu-tiedall/model.npz"));
+  npz[npz.size() / 2] = static_cast<char>(npz[npz.size() / 2] ^ 0x55);
+  write_file(dir.file("damaged.npz"), npz);
+  const std::string spm = fixture("post-relu-tiedall/vocab.spm");
+  fails("-m " + dir.file("damaged.npz") + " -v " + spm + " " + spm,
+        "'decoder_l2_ffn_W1.npy' is damaged (CRC error: its data does not match its checksum)");
   // A directory that is no model at all.
   std::filesystem::create_directories(dir.file("empty"));
   fails("-m " + dir.file("empty"), "is a directory without config.json");
