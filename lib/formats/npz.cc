@@ -178,8 +178,8 @@ std::vector<NpyArray> read_archive(zip_t* archive, size_t archive_bytes, const s
     // libzip checks an entry's CRC only when a read finds its end: a read of exactly its size
     // never did, and a model with damaged weights loaded as if whole.
     uint8_t past = 0;
-    TX_CHECK(zip_fread(file.get(), &past, 1) == 0, where, ": entry '", name,
-             "' is damaged (", zip_file_strerror(file.get()),
+    TX_CHECK(zip_fread(file.get(), &past, 1) == 0, where, ": entry '", name, "' is damaged (",
+             zip_file_strerror(file.get()),
              ": its data does not match its checksum); copy or download the model again");
     NpyArray a = parse_npy(bytes, str(where, " entry '", name, "'"));
     a.name = name.substr(0, name.size() - 4);
