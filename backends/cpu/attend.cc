@@ -68,8 +68,10 @@ void CpuBackend::attend_memory_impl(const Tensor& q, const Tensor& keys, const T
   {
     std::vector<float> p(static_cast<size_t>(time));
     // An entry's rows (a sentence's beams) one after the other per head: its keys and values
-    // for that head are read from memory once and from L1 for the other rows.
-#pragma omp for schedule(static)
+    // for that head are read from memory once and from L1 for the other rows. Sentences are
+    // taken one at a time as threads finish: their lengths differ, so halves by count do not
+    // take equal time.
+#pragma omp for schedule(dynamic, heads)
     for (int64_t eh = 0; eh < entries * heads; ++eh) {
       const int64_t e = eh / heads, h = eh % heads;
       const int64_t visible = std::clamp<int64_t>(len[e], 0, time);
