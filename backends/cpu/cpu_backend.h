@@ -35,8 +35,8 @@ class CpuBackend : public Backend {
   void gemm_half_impl(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
                       float alpha, float beta) override;
   void pack_weight_impl(PackedWeight& p) override;
-  void gemm_packed_impl(const Tensor& a, const PackedWeight& w, const Tensor& c,
-                        const Tensor& bias) override;
+  void gemm_packed_impl(const Tensor& a, const PackedWeight& w, const Tensor& c, const Tensor& bias,
+                        Activation act) override;
   // The rows oneDNN's int8 layout is cut for: it gives wrong sums beyond them (conformance,
   // M = 300), so gemm_i8 runs in slices of it, and splits each slice between the threads as if
   // it were full: packed for 256 rows, 160 rows ran at 230 GOP/s on 2 threads (one thread

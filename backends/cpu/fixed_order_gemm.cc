@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "parallel.h"
+#include "vector_exp.h"
 
 // The bf16 kernel needs VDPBF16PS at compile time (-march=native on AMD Zen 4 and later, Intel
 // Cooper Lake and Sapphire Rapids and later); elsewhere pack_weight leaves bf16 weights to the
@@ -293,13 +294,28 @@ struct Prefetch {
   }
 };
 
+// c[0..rows) x [0..cols) (row stride ldc) = act(itself): relu with relu_impl's select, swish
+// through swish_row, so that the bits are those of the separate passes.
+void activate(float* c, int64_t rows, int64_t cols, int64_t ldc, Activation act) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = c + r * ldc;
+    if (act == Activation::swish) {
+      swish_row(row, nullptr, row, cols);
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j) row[j] = row[j] > 0.0f ? row[j] : 0.0f;
+    }
+  }
+}
+
 // Panel p of c's rows [i0, i0 + rows), continuing its chains over the pass [k0, k0 + depth)
 // whose slice of a is `slice`. `next`: the weights this thread reads after this panel (null if
-// none or unknown), `next_units` their length. bias: added in the last pass, if not null.
+// none or unknown), `next_units` their length. bias, then act: applied in the last pass.
 template <class E>
 void gemm_panel(const typename E::unit* slice, int64_t i0, int64_t rows, int64_t k, int64_t k0,
                 int64_t depth, const typename E::unit* panels, int64_t n, float* c, int64_t p,
-                const typename E::unit* next, int64_t next_units, const float* bias) {
+                const typename E::unit* next, int64_t next_units, const float* bias,
+                Activation act) {
   constexpr int64_t kUnitsPerLine = 64 / sizeof(typename E::unit);
   // The last panel's padded columns land in a tile and only the real ones are copied out.
   float tile[kBlockRows * kPanel];
@@ -329,10 +345,13 @@ void gemm_panel(const typename E::unit* slice, int64_t i0, int64_t rows, int64_t
   if (!whole && k0 > 0)
     for (int64_t r = 0; r < rows; ++r)
       std::memcpy(tile + r * kPanel, c + (i0 + r) * n + col, cols * sizeof(float));
+  const bool last = k0 + depth == k && act != Activation::none;
   for (int64_t r = 0, g = 0; r < rows; r += kRows, ++g) {
     ahead.some(groups - g);
-    run_kernel<E>(static_cast<int>(std::min<int64_t>(kRows, rows - r)), slice + r * depth, b, depth,
-                  out + r * ldc, ldc, k0 == 0, panel_bias);
+    const int group = static_cast<int>(std::min<int64_t>(kRows, rows - r));
+    run_kernel<E>(group, slice + r * depth, b, depth, out + r * ldc, ldc, k0 == 0, panel_bias);
+    // The group's outputs, just stored, are still in L1.
+    if (last) activate(out + r * ldc, group, cols, ldc, act);
   }
   if (!whole)
     for (int64_t r = 0; r < rows; ++r)
@@ -371,12 +390,13 @@ Schedule make_schedule(int64_t m, int64_t k, int64_t count) {
 // c [m, n] = a [m, k units] @ panels^T: what fixed_order_gemm and fixed_order_gemm_bf16 share.
 template <class E>
 void gemm_units(const typename E::unit* a, int64_t m, int64_t k, const typename E::unit* panels,
-                int64_t n, float* c, const float* bias) {
+                int64_t n, float* c, const float* bias, Activation act) {
   using unit = typename E::unit;
   if (m == 0 || n == 0) return;
   if (k == 0) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) c[i * n + j] = bias ? 0.0f + bias[j] : 0.0f;  // as fill, add
+    if (act != Activation::none) activate(c, m, n, n, act);
     return;
   }
   const int64_t count = (n + kPanel - 1) / kPanel;
@@ -403,14 +423,16 @@ void gemm_units(const typename E::unit* a, int64_t m, int64_t k, const typename 
       const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
       int64_t p0 = count * t / threads;
       const int64_t p1 = count * (t + 1) / threads;
-      for (; p0 + kSide <= p1 && (p0 + kSide) * kPanel <= n; p0 += kSide)
+      for (; p0 + kSide <= p1 && (p0 + kSide) * kPanel <= n; p0 += kSide) {
         row_kernel<E, kSide>(a, panels + p0 * k * kPanel, k, c + p0 * kPanel,
                              bias ? bias + p0 * kPanel : nullptr);
+        if (act != Activation::none) activate(c + p0 * kPanel, 1, kSide * kPanel, n, act);
+      }
       for (int64_t k0 = 0; k0 < k && p0 < p1; k0 += kDepth) {
         const int64_t depth = std::min(kDepth, k - k0);
         pack_slice(a, k, 0, 1, k0, depth, own);
         for (int64_t p = p0; p < p1; ++p)
-          gemm_panel<E>(own, 0, 1, k, k0, depth, panels, n, c, p, nullptr, 0, bias);
+          gemm_panel<E>(own, 0, 1, k, k0, depth, panels, n, c, p, nullptr, 0, bias, act);
       }
     }
     int64_t item = m == 1 ? s.items() : taken.fetch_add(1, std::memory_order_relaxed);
@@ -444,7 +466,7 @@ void gemm_units(const typename E::unit* a, int64_t m, int64_t k, const typename 
           after = panels + s.first_panel(next) * k * kPanel + nq * kDepth * kPanel;
           after_units = std::min(kDepth, k - nq * kDepth) * kPanel;
         }
-        gemm_panel<E>(own, i0, rows, k, k0, depth, panels, n, c, p, after, after_units, bias);
+        gemm_panel<E>(own, i0, rows, k, k0, depth, panels, n, c, p, after, after_units, bias, act);
       }
       done[static_cast<size_t>(run)].store(step + 1, std::memory_order_release);
       item = next;
@@ -471,8 +493,8 @@ void pack_panels(const float* w, int64_t n, int64_t k, float* panels) {
 }
 
 void fixed_order_gemm(const float* a, int64_t m, int64_t k, const float* panels, int64_t n,
-                      float* c, const float* bias) {
-  gemm_units<F32>(a, m, k, panels, n, c, bias);
+                      float* c, const float* bias, Activation act) {
+  gemm_units<F32>(a, m, k, panels, n, c, bias, act);
 }
 
 bool fixed_order_bf16_available() {
@@ -501,12 +523,12 @@ void pack_panels_bf16(const uint16_t* w, int64_t n, int64_t k, uint32_t* panels)
 }
 
 void fixed_order_gemm_bf16(const uint16_t* a, int64_t m, int64_t k, const uint32_t* panels,
-                           int64_t n, float* c, const float* bias) {
+                           int64_t n, float* c, const float* bias, Activation act) {
   TX_CHECK(k % 2 == 0, "fixed_order_gemm_bf16: K = ", k, " must be even (a is read in pairs)");
 #if TX_FIXED_ORDER_BF16
-  gemm_units<Bf16Pairs>(reinterpret_cast<const uint32_t*>(a), m, k / 2, panels, n, c, bias);
+  gemm_units<Bf16Pairs>(reinterpret_cast<const uint32_t*>(a), m, k / 2, panels, n, c, bias, act);
 #else
-  (void)a, (void)m, (void)panels, (void)n, (void)c, (void)bias;
+  (void)a, (void)m, (void)panels, (void)n, (void)c, (void)bias, (void)act;
   TX_CHECK(false, "fixed_order_gemm_bf16: this build has no AVX512-BF16 kernel");
 #endif
 }

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "backend/backend.h"
+
 namespace tx::cpu {
 
 // Floats of w [n, k] in the column panels fixed_order_gemm reads.
@@ -16,9 +18,11 @@ void pack_panels(const float* w, int64_t n, int64_t k, float* panels);
 // fma(a[i][k-1], w[j][k-1], ... fma(a[i][1], w[j][1], a[i][0] * w[j][0])): the order of one
 // row's sums never depends on the other rows, which is what makes decoding batch-invariant
 // (docs/determinism.md). Parallel over column panels; serial inside a parallel region. With a
-// bias [n], c[i][j] is that chain's sum + bias[j], added as c is stored.
+// bias [n], c[i][j] is that chain's sum + bias[j], added as c is stored; then `act` (relu as
+// relu_impl, swish through swish_row: the bits of those passes), applied while a panel's rows
+// are in L1.
 void fixed_order_gemm(const float* a, int64_t m, int64_t k, const float* panels, int64_t n,
-                      float* c, const float* bias = nullptr);
+                      float* c, const float* bias = nullptr, Activation act = Activation::none);
 
 // The same for bf16 operands (--precision bf16 decoding), where this build has AVX512-BF16:
 // each output is one chain of VDPBF16PS steps over k's pairs in order (two products a step,
@@ -30,6 +34,7 @@ int64_t panel_units_bf16(int64_t n, int64_t k);
 void pack_panels_bf16(const uint16_t* w, int64_t n, int64_t k, uint32_t* panels);
 // c [m, n] f32 = a [m, k] bf16 @ w^T for w packed by pack_panels_bf16; k must be even.
 void fixed_order_gemm_bf16(const uint16_t* a, int64_t m, int64_t k, const uint32_t* panels,
-                           int64_t n, float* c, const float* bias = nullptr);
+                           int64_t n, float* c, const float* bias = nullptr,
+                           Activation act = Activation::none);
 
 }  // namespace tx::cpu

@@ -75,16 +75,16 @@ void CpuBackend::pack_i8_weight(PackedWeight& p) {
 }
 
 void CpuBackend::gemm_packed_impl(const Tensor& a, const PackedWeight& w, const Tensor& c,
-                                  const Tensor& bias) {
-  if (!w.packed.defined()) return gemm_weight_as_is(a, w, c, bias);
+                                  const Tensor& bias, Activation act) {
+  if (!w.packed.defined()) return gemm_weight_as_is(a, w, c, bias, act);
   const int64_t m = a.shape().rows(), n = w.weight.dim(0), k = w.weight.dim(1);
   const float* b = bias.defined() ? bias.data<float>() : nullptr;
   if (w.weight.dtype() == DType::bf16) {
     fixed_order_gemm_bf16(static_cast<const uint16_t*>(a.raw()), m, k,
-                          static_cast<const uint32_t*>(w.packed.raw()), n, c.data<float>(), b);
+                          static_cast<const uint32_t*>(w.packed.raw()), n, c.data<float>(), b, act);
     return;
   }
-  fixed_order_gemm(a.data<float>(), m, k, w.packed.data<float>(), n, c.data<float>(), b);
+  fixed_order_gemm(a.data<float>(), m, k, w.packed.data<float>(), n, c.data<float>(), b, act);
 }
 
 }  // namespace tx::cpu

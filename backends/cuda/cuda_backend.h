@@ -54,8 +54,8 @@ class CudaBackend : public Backend {
   void gemm_half_impl(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
                       float alpha, float beta) override;
   void pack_weight_impl(PackedWeight& p) override;
-  void gemm_packed_impl(const Tensor& a, const PackedWeight& w, const Tensor& c,
-                        const Tensor& bias) override;
+  void gemm_packed_impl(const Tensor& a, const PackedWeight& w, const Tensor& c, const Tensor& bias,
+                        Activation act) override;
   void add_bias_impl(const Tensor& x, const Tensor& bias, const Tensor& y) override;
   void add_impl(const Tensor& a, const Tensor& b, const Tensor& y) override;
   void axpy_impl(float alpha, const Tensor& x, const Tensor& y) override;

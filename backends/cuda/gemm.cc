@@ -102,8 +102,8 @@ void CudaBackend::gemm_half_impl(const Tensor& a, bool trans_a, const Tensor& b,
 void CudaBackend::pack_weight_impl(PackedWeight&) {}
 
 void CudaBackend::gemm_packed_impl(const Tensor& a, const PackedWeight& w, const Tensor& c,
-                                   const Tensor& bias) {
-  gemm_weight_as_is(a, w, c, bias);
+                                   const Tensor& bias, Activation act) {
+  gemm_weight_as_is(a, w, c, bias, act);
 }
 
 }  // namespace tx::cuda

@@ -213,7 +213,7 @@ Backend::PackedWeight Backend::pack_weight(const Tensor& w) {
 }
 
 void Backend::gemm_packed(const Tensor& a, const PackedWeight& w, const Tensor& c,
-                          const Tensor& bias) {
+                          const Tensor& bias, Activation act) {
   TX_CHECK(w.defined(), "gemm_packed: the weight was not packed (Backend::pack_weight)");
   require_device("gemm_packed", "w", w.weight, *this);
   require_device("gemm_packed", "a", a, *this);
@@ -237,24 +237,37 @@ void Backend::gemm_packed(const Tensor& a, const PackedWeight& w, const Tensor& 
   if (c.numel() == 0) return;
   if (k == 0) {  // an empty sum
     fill(c, 0.0f);
-    if (bias.defined()) add_bias(c.view({m, n}), bias, c.view({m, n}));
+    bias_act_impl(c.view({m, n}), bias, act);
     return;
   }
   if (!profiling_) {
-    gemm_packed_impl(a, w, c, bias);
+    gemm_packed_impl(a, w, c, bias, act);
     return;
   }
-  tally_gemm(2.0 * double(c.numel()) * double(k), [&] { gemm_packed_impl(a, w, c, bias); });
+  tally_gemm(2.0 * double(c.numel()) * double(k), [&] { gemm_packed_impl(a, w, c, bias, act); });
 }
 
 void Backend::gemm_weight_as_is(const Tensor& a, const PackedWeight& w, const Tensor& c,
-                                const Tensor& bias) {
+                                const Tensor& bias, Activation act) {
   const int64_t m = a.shape().rows(), n = w.weight.dim(0), k = w.weight.dim(1);
   if (a.dtype() == DType::f32)
     gemm_impl(a.view({m, k}), false, w.weight, true, c.view({m, n}), 1.0f, 0.0f);
   else
     gemm_half_impl(a.view({m, k}), false, w.weight, true, c.view({m, n}), 1.0f, 0.0f);
-  if (bias.defined()) add_bias_impl(c.view({m, n}), bias, c.view({m, n}));
+  bias_act_impl(c.view({m, n}), bias, act);
+}
+
+void Backend::bias_act_impl(const Tensor& x, const Tensor& bias, Activation act) {
+  if (bias.defined() && act == Activation::relu)
+    add_bias_relu_impl(x, bias, x);
+  else if (bias.defined() && act == Activation::swish)
+    add_bias_swish_impl(x, bias, x);
+  else if (bias.defined())
+    add_bias_impl(x, bias, x);
+  else if (act == Activation::relu)
+    relu_impl(x, x);
+  else if (act == Activation::swish)
+    swish_impl(x, x);
 }
 
 void Backend::tally_gemm(double flop, const std::function<void()>& run) {

@@ -46,6 +46,9 @@ struct BackendOptions {
   size_t max_cached_bytes = size_t(1) << 30;
 };
 
+// An activation a GEMM applies to its output as it stores it (gemm_packed).
+enum class Activation { none, relu, swish };
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -103,9 +106,11 @@ class Backend {
   // c f32 [M, N] = a [M, K] @ w^T for a PackedWeight of w [N, K] f32, bf16 or f16, a of w's
   // dtype; a and c are rows of any shape ([..., K] and [..., N]). Equal to
   // gemm(a, false, w, true, c) up to rounding. With a bias [N], c = that + bias, equal bit for
-  // bit to add_bias after it (the CPU adds it as it stores c, a pass over c fewer).
+  // bit to add_bias after it; with an activation, c = act(that), equal bit for bit to relu or
+  // swish after it (add_bias_relu, add_bias_swish with a bias). The CPU applies both as it
+  // stores c, a pass over c fewer.
   void gemm_packed(const Tensor& a, const PackedWeight& w, const Tensor& c,
-                   const Tensor& bias = Tensor());
+                   const Tensor& bias = Tensor(), Activation act = Activation::none);
 
   // ---- elementwise ---------------------------------------------------------------------------
   void add_bias(const Tensor& x, const Tensor& bias,
@@ -289,12 +294,14 @@ class Backend {
   // Sets p.packed (and p.threads) to the backend's layout of p.weight, or leaves it undefined
   // to use the weight as it is.
   virtual void pack_weight_impl(PackedWeight& p) = 0;
-  // bias: undefined, or [N] f32 to add to c.
+  // bias: undefined, or [N] f32 to add to c; then act.
   virtual void gemm_packed_impl(const Tensor& a, const PackedWeight& w, const Tensor& c,
-                                const Tensor& bias) = 0;
-  // gemm_packed's product through gemm_impl on the weight as it is.
+                                const Tensor& bias, Activation act) = 0;
+  // gemm_packed's product through gemm_impl on the weight as it is, then bias_act_impl.
   void gemm_weight_as_is(const Tensor& a, const PackedWeight& w, const Tensor& c,
-                         const Tensor& bias = Tensor());
+                         const Tensor& bias = Tensor(), Activation act = Activation::none);
+  // x [R, C] = act(x + bias) in place, each when asked, through the fused passes.
+  void bias_act_impl(const Tensor& x, const Tensor& bias, Activation act);
   virtual void add_bias_impl(const Tensor& x, const Tensor& bias, const Tensor& y) = 0;
   virtual void add_impl(const Tensor& a, const Tensor& b, const Tensor& y) = 0;
   // add_bias_impl then relu_impl; a backend may fuse them.

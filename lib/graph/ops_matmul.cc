@@ -78,27 +78,13 @@ void activate(Backend& be, const Tensor& y2, Fused act) {
   if (act == Fused::swish) be.swish(y2, y2);
 }
 
-// y2 += b, then act, each when asked: one pass where both are.
-void bias_act(Backend& be, const Tensor& y2, const Var& b, Fused act) {
-  if (b && act == Fused::relu)
-    be.add_bias_relu(y2, b->value, y2);
-  else if (b && act == Fused::swish)
-    be.add_bias_swish(y2, b->value, y2);
-  else if (b)
-    be.add_bias(y2, b->value, y2);
-  else
-    activate(be, y2, act);
-}
-
-// y2 = act(x w^T + b): a bias alone goes into the GEMM, which adds it as it stores y2.
+// y2 = act(x w^T + b): the GEMM adds the bias and applies the activation as it stores y2.
 void packed_then_bias_act(Backend& be, const Tensor& x, const Backend::PackedWeight& w,
                           const Tensor& y2, const Var& b, Fused act) {
-  if (b && act == Fused::none) {
-    be.gemm_packed(x, w, y2, b->value);
-    return;
-  }
-  be.gemm_packed(x, w, y2);
-  bias_act(be, y2, b, act);
+  const Activation a = act == Fused::relu    ? Activation::relu
+                       : act == Fused::swish ? Activation::swish
+                                             : Activation::none;
+  be.gemm_packed(x, w, y2, b ? b->value : Tensor(), a);
 }
 
 // linear() for inference with a bf16 / f16 weight: x rounded to its dtype for the GEMM.

@@ -155,6 +155,36 @@ TEMPLATE_TEST_CASE("gemm_packed: mismatched shapes and unpacked weights are erro
   CHECK(fetch(*be, c) == std::vector<float>(6, 0.0f));
 }
 
+TEMPLATE_TEST_CASE(
+    "gemm_packed with an activation: bit for bit gemm_packed then relu or swish (add_bias_relu, "
+    "add_bias_swish with a bias), for one row, partial panels, passes over k and an empty k",
+    "[gemm][packed]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  uint64_t seed = 1100;
+  for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{
+           {1000, 256}, {77, 600}, {512, 512}, {6, 5}, {130, 0}}) {
+    const tx::Backend::PackedWeight packed =
+        be->pack_weight(be->upload(random_vector(static_cast<size_t>(n * k), ++seed), {n, k}));
+    const Tensor bias = be->upload(random_vector(static_cast<size_t>(n), ++seed, -3, 3), {n});
+    for (tx::Activation act : {tx::Activation::relu, tx::Activation::swish})
+      for (bool with_bias : {false, true})
+        for (int64_t m : {1, 2, 7, 160, 193}) {
+          const Tensor a = be->upload(random_vector(static_cast<size_t>(m * k), ++seed), {m, k});
+          Tensor want = be->empty({m, n}), got = be->empty({m, n});
+          be->gemm_packed(a, packed, want);
+          const bool relu = act == tx::Activation::relu;
+          if (with_bias && relu) be->add_bias_relu(want, bias, want);
+          if (with_bias && !relu) be->add_bias_swish(want, bias, want);
+          if (!with_bias && relu) be->relu(want, want);
+          if (!with_bias && !relu) be->swish(want, want);
+          be->gemm_packed(a, packed, got, with_bias ? bias : Tensor(), act);
+          INFO((relu ? "relu" : "swish")
+               << (with_bias ? " with bias" : "") << " M=" << m << " N=" << n << " K=" << k);
+          CHECK(fetch(*be, got) == fetch(*be, want));
+        }
+  }
+}
+
 TEST_CASE(
     "gemm_packed on the CPU: every output is one FMA chain over k in order, the same bits for a "
     "row whatever the row count, its position and the thread count",
