@@ -72,7 +72,7 @@ TEST_CASE("options: tx-translate's backend caches less freed memory than tx-trai
   // A stream's batches keep changing shape (bench/soak); a training step reuses its blocks.
   CHECK(options(tx::app::kTranslate, {"-m", "model.safetensors"})
             .backend_options()
-            .max_cached_bytes == size_t(128) << 20);
+            .max_cached_bytes == size_t(512) << 20);
   CHECK(options(kTrain, {}).backend_options().max_cached_bytes == size_t(1) << 30);
   CHECK(options(kTrain, {"--cpu-threads", "3"}).backend_options().threads == 3);
 }
