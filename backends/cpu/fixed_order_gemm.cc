@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #if defined(__AVX512F__) || defined(__AVX2__)
@@ -402,9 +403,16 @@ void gemm_units(const typename E::unit* a, int64_t m, int64_t k, const typename 
   const int64_t count = (n + kPanel - 1) / kPanel;
   const Schedule s = make_schedule(m, k, count);
   std::atomic<int64_t> taken{0};
-  // Per panel run: its (row block, pass) steps done, each published by a release store.
-  std::vector<std::atomic<int64_t>> done(static_cast<size_t>(s.runs));
-  for (auto& d : done) d.store(0, std::memory_order_relaxed);
+  // Per panel run: its (row block, pass) steps done, each published by a release store. The
+  // calling thread's buffer, kept between calls: a decoding step makes hundreds of GEMMs.
+  thread_local std::unique_ptr<std::atomic<int64_t>[]> done_buffer;
+  thread_local int64_t done_capacity = 0;
+  if (done_capacity < s.runs) {
+    done_buffer = std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(s.runs));
+    done_capacity = s.runs;
+  }
+  std::atomic<int64_t>* const done = done_buffer.get();  // the team shares this pointer
+  for (int64_t r = 0; r < s.runs; ++r) done[r].store(0, std::memory_order_relaxed);
     // Columns are split between the threads, never rows or k: a row's sums are the same chains
     // whoever computes them.
 #pragma omp parallel if (!omp_in_parallel() && count > 1 && m * n * k >= 64 * kElementwiseGrain)
@@ -448,7 +456,7 @@ void gemm_units(const typename E::unit* a, int64_t m, int64_t k, const typename 
         packed_step = step;
       }
       // The run's previous pass (another thread's, perhaps) must be done and its c visible.
-      while (done[static_cast<size_t>(run)].load(std::memory_order_acquire) != step) {
+      while (done[run].load(std::memory_order_acquire) != step) {
 #if defined(__x86_64__)
         __builtin_ia32_pause();
 #endif
@@ -468,7 +476,7 @@ void gemm_units(const typename E::unit* a, int64_t m, int64_t k, const typename 
         }
         gemm_panel<E>(own, i0, rows, k, k0, depth, panels, n, c, p, after, after_units, bias, act);
       }
-      done[static_cast<size_t>(run)].store(step + 1, std::memory_order_release);
+      done[run].store(step + 1, std::memory_order_release);
       item = next;
     }
   }

@@ -111,25 +111,37 @@ TEMPLATE_TEST_CASE("gemm_packed: the output layer's shape at beam-search row cou
 }
 
 TEMPLATE_TEST_CASE(
-    "gemm_packed with a bias: bit for bit gemm_packed then add_bias, for one row, partial panels, "
-    "passes over k and an empty k",
+    "gemm_packed with a bias, an activation or both: bit for bit gemm_packed then add_bias, relu, "
+    "swish, add_bias_relu or add_bias_swish, for one row, partial panels, passes over k and an "
+    "empty k",
     "[gemm][packed]", TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);
+  using tx::Activation;
   uint64_t seed = 900;
   for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{
            {1000, 256}, {77, 600}, {512, 512}, {6, 5}, {130, 0}}) {
     const tx::Backend::PackedWeight packed =
         be->pack_weight(be->upload(random_vector(static_cast<size_t>(n * k), ++seed), {n, k}));
     const Tensor bias = be->upload(random_vector(static_cast<size_t>(n), ++seed, -3, 3), {n});
-    for (int64_t m : {1, 2, 5, 6, 7, 13, 160, 193}) {
-      const Tensor a = be->upload(random_vector(static_cast<size_t>(m * k), ++seed), {m, k});
-      Tensor want = be->empty({m, n}), got = be->empty({m, n});
-      be->gemm_packed(a, packed, want);
-      be->add_bias(want, bias, want);
-      be->gemm_packed(a, packed, got, bias);
-      INFO("M=" << m << " N=" << n << " K=" << k);
-      CHECK(fetch(*be, got) == fetch(*be, want));
-    }
+    for (Activation act : {Activation::none, Activation::relu, Activation::swish})
+      for (bool with_bias : {false, true}) {
+        if (act == Activation::none && !with_bias) continue;  // gemm_packed itself
+        for (int64_t m : {1, 2, 5, 6, 7, 13, 160, 193}) {
+          const Tensor a = be->upload(random_vector(static_cast<size_t>(m * k), ++seed), {m, k});
+          Tensor want = be->empty({m, n}), got = be->empty({m, n});
+          be->gemm_packed(a, packed, want);
+          if (act == Activation::none) be->add_bias(want, bias, want);
+          if (act == Activation::relu)
+            with_bias ? be->add_bias_relu(want, bias, want) : be->relu(want, want);
+          if (act == Activation::swish)
+            with_bias ? be->add_bias_swish(want, bias, want) : be->swish(want, want);
+          be->gemm_packed(a, packed, got, with_bias ? bias : Tensor(), act);
+          const char* names[] = {"none", "relu", "swish"};
+          INFO(names[static_cast<int>(act)] << (with_bias ? " with bias" : "") << " M=" << m
+                                            << " N=" << n << " K=" << k);
+          CHECK(fetch(*be, got) == fetch(*be, want));
+        }
+      }
   }
   const tx::Backend::PackedWeight w = be->pack_weight(be->zeros({6, 4}));
   CHECK_THROWS_WITH(be->gemm_packed(be->zeros({3, 4}), w, be->zeros({3, 6}), be->zeros({5})),
@@ -153,36 +165,6 @@ TEMPLATE_TEST_CASE("gemm_packed: mismatched shapes and unpacked weights are erro
   Tensor c = be->upload(std::vector<float>(6, 5.0f), {1, 6});
   be->gemm_packed(be->zeros({1, 0}), be->pack_weight(be->zeros({6, 0})), c);
   CHECK(fetch(*be, c) == std::vector<float>(6, 0.0f));
-}
-
-TEMPLATE_TEST_CASE(
-    "gemm_packed with an activation: bit for bit gemm_packed then relu or swish (add_bias_relu, "
-    "add_bias_swish with a bias), for one row, partial panels, passes over k and an empty k",
-    "[gemm][packed]", TX_BACKENDS) {
-  TX_BACKEND_OR_SKIP(be);
-  uint64_t seed = 1100;
-  for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{
-           {1000, 256}, {77, 600}, {512, 512}, {6, 5}, {130, 0}}) {
-    const tx::Backend::PackedWeight packed =
-        be->pack_weight(be->upload(random_vector(static_cast<size_t>(n * k), ++seed), {n, k}));
-    const Tensor bias = be->upload(random_vector(static_cast<size_t>(n), ++seed, -3, 3), {n});
-    for (tx::Activation act : {tx::Activation::relu, tx::Activation::swish})
-      for (bool with_bias : {false, true})
-        for (int64_t m : {1, 2, 7, 160, 193}) {
-          const Tensor a = be->upload(random_vector(static_cast<size_t>(m * k), ++seed), {m, k});
-          Tensor want = be->empty({m, n}), got = be->empty({m, n});
-          be->gemm_packed(a, packed, want);
-          const bool relu = act == tx::Activation::relu;
-          if (with_bias && relu) be->add_bias_relu(want, bias, want);
-          if (with_bias && !relu) be->add_bias_swish(want, bias, want);
-          if (!with_bias && relu) be->relu(want, want);
-          if (!with_bias && !relu) be->swish(want, want);
-          be->gemm_packed(a, packed, got, with_bias ? bias : Tensor(), act);
-          INFO((relu ? "relu" : "swish")
-               << (with_bias ? " with bias" : "") << " M=" << m << " N=" << n << " K=" << k);
-          CHECK(fetch(*be, got) == fetch(*be, want));
-        }
-  }
 }
 
 TEST_CASE(
