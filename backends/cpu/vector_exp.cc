@@ -21,16 +21,22 @@ __attribute__((target("avx2,fma"))) inline __m256i lanes8(int64_t left) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min<int64_t>(left, 8))), index);
 }
 
+// The lanes of the AVX2 rows are functions of their own, not lambdas: a lambda's body does not
+// inherit its enclosing function's target attribute, and without -march=native (TX_NATIVE=OFF)
+// its intrinsics would not compile.
+// x * scale - shift with no fused multiply-add, as the scalar path rounds it.
+__attribute__((target("avx2,fma"))) inline __m256 exp_affine8(__m256 v, __m256 vs, __m256 vh) {
+  return _ZGVdN8v_expf(_mm256_sub_ps(_mm256_mul_ps(v, vs), vh));
+}
+
 __attribute__((target("avx2,fma"))) void exp_affine_avx2(const float* x, float scale, float shift,
                                                          float* out, int64_t n) {
   const __m256 vs = _mm256_set1_ps(scale), vh = _mm256_set1_ps(shift);
-  // x * scale - shift with no fused multiply-add, as the scalar path rounds it.
-  auto lane = [&](__m256 v) { return _ZGVdN8v_expf(_mm256_sub_ps(_mm256_mul_ps(v, vs), vh)); };
   int64_t j = 0;
-  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(out + j, lane(_mm256_loadu_ps(x + j)));
+  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(out + j, exp_affine8(_mm256_loadu_ps(x + j), vs, vh));
   if (j < n) {
     const __m256i m = lanes8(n - j);
-    _mm256_maskstore_ps(out + j, m, lane(_mm256_maskload_ps(x + j, m)));
+    _mm256_maskstore_ps(out + j, m, exp_affine8(_mm256_maskload_ps(x + j, m), vs, vh));
   }
 }
 
@@ -46,23 +52,25 @@ __attribute__((target("avx512f"))) void exp_affine_avx512(const float* x, float 
   }
 }
 
+// x / (1 + exp(-x)).
+__attribute__((target("avx2,fma"))) inline __m256 swish8(__m256 v) {
+  const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+  return _mm256_div_ps(v, _mm256_add_ps(one, _ZGVdN8v_expf(_mm256_xor_ps(v, sign))));
+}
+
 __attribute__((target("avx2,fma"))) void swish_row_avx2(const float* x, const float* bias,
                                                         float* out, int64_t n) {
-  const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
-  auto lane = [&](__m256 v) {
-    return _mm256_div_ps(v, _mm256_add_ps(one, _ZGVdN8v_expf(_mm256_xor_ps(v, sign))));
-  };
   int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
     __m256 v = _mm256_loadu_ps(x + j);
     if (bias) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + j));
-    _mm256_storeu_ps(out + j, lane(v));
+    _mm256_storeu_ps(out + j, swish8(v));
   }
   if (j < n) {
     const __m256i m = lanes8(n - j);
     __m256 v = _mm256_maskload_ps(x + j, m);
     if (bias) v = _mm256_add_ps(v, _mm256_maskload_ps(bias + j, m));
-    _mm256_maskstore_ps(out + j, m, lane(v));
+    _mm256_maskstore_ps(out + j, m, swish8(v));
   }
 }
 
@@ -85,22 +93,23 @@ __attribute__((target("avx2,fma"))) inline __m256 swish_grad8(__m256 x, __m256 e
   return _mm256_add_ps(s, _mm256_mul_ps(_mm256_mul_ps(x, s), _mm256_sub_ps(one, s)));
 }
 
+// acc + d * swish'(v).
+__attribute__((target("avx2,fma"))) inline __m256 swish_grad_add8(__m256 v, __m256 d, __m256 acc) {
+  const __m256 g = swish_grad8(v, _ZGVdN8v_expf(_mm256_xor_ps(v, _mm256_set1_ps(-0.0f))));
+  return _mm256_add_ps(acc, _mm256_mul_ps(d, g));
+}
+
 __attribute__((target("avx2,fma"))) void swish_grad_row_avx2(const float* dy, const float* x,
                                                              float* dx, int64_t n) {
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  auto lane = [&](__m256 v, __m256 d, __m256 acc) {
-    const __m256 g = swish_grad8(v, _ZGVdN8v_expf(_mm256_xor_ps(v, sign)));
-    return _mm256_add_ps(acc, _mm256_mul_ps(d, g));
-  };
   int64_t j = 0;
   for (; j + 8 <= n; j += 8)
-    _mm256_storeu_ps(
-        dx + j, lane(_mm256_loadu_ps(x + j), _mm256_loadu_ps(dy + j), _mm256_loadu_ps(dx + j)));
+    _mm256_storeu_ps(dx + j, swish_grad_add8(_mm256_loadu_ps(x + j), _mm256_loadu_ps(dy + j),
+                                             _mm256_loadu_ps(dx + j)));
   if (j < n) {
     const __m256i m = lanes8(n - j);
     _mm256_maskstore_ps(dx + j, m,
-                        lane(_mm256_maskload_ps(x + j, m), _mm256_maskload_ps(dy + j, m),
-                             _mm256_maskload_ps(dx + j, m)));
+                        swish_grad_add8(_mm256_maskload_ps(x + j, m), _mm256_maskload_ps(dy + j, m),
+                                        _mm256_maskload_ps(dx + j, m)));
   }
 }
 
