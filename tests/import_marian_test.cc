@@ -170,8 +170,10 @@ std::vector<uint8_t> npy(const std::string& descr, const std::vector<int64_t>& s
   return out;
 }
 
-// `arrays` written as an .npz (stored entries) at `path`.
-void write_npz(const std::string& path, const std::vector<tx::formats::NpyArray>& arrays) {
+// `arrays` written as an .npz at `path`: stored entries, as Marian writes them, or deflated (as
+// numpy.savez_compressed).
+void write_npz(const std::string& path, const std::vector<tx::formats::NpyArray>& arrays,
+               bool deflate = false) {
   int code = 0;
   zip_t* z = zip_open(path.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code);
   REQUIRE(z);
@@ -181,7 +183,9 @@ void write_npz(const std::string& path, const std::vector<tx::formats::NpyArray>
     files.push_back(npy(a.descr, a.shape, a.data));
     zip_source_t* src = zip_source_buffer(z, files.back().data(), files.back().size(), 0);
     REQUIRE(src);
-    REQUIRE(zip_file_add(z, (a.name + ".npy").c_str(), src, ZIP_FL_ENC_UTF_8) >= 0);
+    const zip_int64_t index = zip_file_add(z, (a.name + ".npy").c_str(), src, ZIP_FL_ENC_UTF_8);
+    REQUIRE(index >= 0);
+    if (deflate) REQUIRE(zip_set_file_compression(z, index, ZIP_CM_DEFLATE, 9) == 0);
   }
   REQUIRE(zip_close(z) == 0);
 }
@@ -234,6 +238,51 @@ TEST_CASE("Marian models: float16 arrays read as the float32 values they widen t
   CHECK(from_half == translate(dir.file("wide.npz")));
   // Not the original's: the rounding shows, so the files are not read as the fixture.
   CHECK(from_half != translate(original));
+}
+
+TEST_CASE("npz: a deflated entry reads back; damaged, it is one error naming it", "[import]") {
+  TempDir dir;
+  tx::formats::NpyArray a;
+  a.name = "encoder_l1_ffn_W1";
+  a.descr = "<f4";
+  a.shape = {64, 32};
+  std::vector<float> values(64 * 32);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 7) - 3.0f;
+  a.data.resize(values.size() * 4);
+  std::memcpy(a.data.data(), values.data(), a.data.size());
+  write_npz(dir.file("deflated.npz"), {a}, true);
+  const std::vector<tx::formats::NpyArray> back = tx::formats::read_npz(dir.file("deflated.npz"));
+  REQUIRE(back.size() == 1);
+  CHECK(back[0].floats() == values);
+  // Each byte of the deflated stream changed in turn (the entry's data starts after its local
+  // header: 30 bytes, the name and the extra field, their lengths at bytes 26 and 28): whatever
+  // libzip finds (a CRC or an inflate error), the message names the entry and says it is
+  // damaged, and never blames "No error".
+  const std::string good = slurp(dir.file("deflated.npz"));
+  auto u16 = [&](size_t at) {
+    return static_cast<size_t>(static_cast<uint8_t>(good[at])) |
+           static_cast<size_t>(static_cast<uint8_t>(good[at + 1])) << 8;
+  };
+  const size_t start = 30 + u16(26) + u16(28), end = good.find("PK\x01\x02");
+  REQUIRE(end != std::string::npos);
+  REQUIRE(end > start + 8);
+  int damaged = 0;
+  for (size_t at = start; at < end; ++at) {
+    std::string bad = good;
+    bad[at] = static_cast<char>(bad[at] ^ 0x5a);
+    write_file(dir.file("bad.npz"), bad);
+    try {
+      tx::formats::read_npz(dir.file("bad.npz"));
+    } catch (const tx::Error& e) {
+      const std::string what = e.what();
+      INFO("byte " << at << ": " << what);
+      CHECK_THAT(what, Catch::Contains("'encoder_l1_ffn_W1.npy'") && Catch::Contains("damaged"));
+      CHECK_THAT(what, !Catch::Contains("No error"));
+      ++damaged;
+    }
+  }
+  // A change that leaves a valid stream with the same CRC is possible but rare.
+  CHECK(damaged >= static_cast<int>(end - start) - 2);
 }
 
 TEST_CASE("Marian models: tx-translate's 4-best lists equal marian-decoder's", "[import]") {

@@ -178,9 +178,16 @@ std::vector<NpyArray> read_archive(zip_t* archive, size_t archive_bytes, const s
     // libzip checks an entry's CRC only when a read finds its end: a read of exactly its size
     // never did, and a model with damaged weights loaded as if whole.
     uint8_t past = 0;
-    TX_CHECK(zip_fread(file.get(), &past, 1) == 0, where, ": entry '", name, "' is damaged (",
-             zip_file_strerror(file.get()),
-             ": its data does not match its checksum); copy or download the model again");
+    const zip_int64_t more = zip_fread(file.get(), &past, 1);
+    TX_CHECK(more <= 0, where, ": entry '", name,
+             "' holds more data than its recorded size; the file is damaged; copy or download the "
+             "model again");
+    if (more < 0) {
+      const bool crc = zip_error_code_zip(zip_file_get_error(file.get())) == ZIP_ER_CRC;
+      TX_CHECK(false, where, ": entry '", name, "' is damaged (", zip_file_strerror(file.get()),
+               crc ? ": its data does not match its checksum" : "",
+               "); copy or download the model again");
+    }
     NpyArray a = parse_npy(bytes, str(where, " entry '", name, "'"));
     a.name = name.substr(0, name.size() - 4);
     arrays.push_back(std::move(a));
