@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #if defined(__AVX512F__) || defined(__AVX2__)
@@ -135,6 +136,7 @@ constexpr int64_t kPanel = 2 * W;    // columns per panel: two vectors
 constexpr int kRows = 6;             // rows per kernel call: 12 accumulators in AVX2's 16 registers
 constexpr int64_t kDepth = 256;      // units of k per pass: a panel's slice (16-32 kB) stays in L1
 constexpr int64_t kBlockRows = 192;  // rows per pass: their slice of a stays in L2
+constexpr int kSpinsBeforeYield = 2000;  // ~20-40 us of PAUSE
 
 // c[0..R) x [0..kPanel) (row stride ldc) continues its chains over `depth` more units of k: zero
 // first when `first`; the panel's kPanel bias values added to the sums when `bias` is not null
@@ -455,8 +457,15 @@ void gemm_units(const typename E::unit* a, int64_t m, int64_t k, const typename 
         pack_slice(a, k, i0, rows, k0, depth, own);
         packed_step = step;
       }
-      // The run's previous pass (another thread's, perhaps) must be done and its c visible.
-      while (done[run].load(std::memory_order_acquire) != step) {
+      // The run's previous pass (another thread's, perhaps) must be done and its c visible. A
+      // wait longer than a few microseconds means that thread lost its core (more threads than
+      // cores: another program, the host): yield it rather than spin a time slice away.
+      for (int spins = 0; done[run].load(std::memory_order_acquire) != step;) {
+        if (spins == kSpinsBeforeYield) {
+          std::this_thread::yield();
+          continue;
+        }
+        ++spins;
 #if defined(__x86_64__)
         __builtin_ia32_pause();
 #endif
