@@ -92,8 +92,9 @@ TEST_CASE("train lr schedule: linear warms up, then falls in a straight line to 
   o.schedule = "linear";
   o.lr = peak;
   o.warmup = 800;
-  CHECK_THROWS_WITH(LrSchedule::from_options(o),
-                    Contains("'linear'") && Contains("--after-epochs, --after-updates or --after-minutes"));
+  CHECK_THROWS_WITH(
+      LrSchedule::from_options(o),
+      Contains("'linear'") && Contains("--after-epochs, --after-updates or --after-minutes"));
   o.total_updates = 2604;
   CHECK(LrSchedule::from_options(o).kind() == LrSchedule::Kind::linear);
   CHECK(LrSchedule::from_options(o)(2604) == s(2604));
@@ -443,6 +444,12 @@ TEST_CASE("train state: TrainingState JSON round trip and damaged fields", "[tra
   CHECK(tx::train::TrainingState::from_json(nlohmann::json::parse(timed.to_json().dump()), "x") ==
         timed);
   CHECK_FALSE(tx::train::TrainingState::from_json(j, "x") == timed);
+  tx::train::TrainingState partly = timed;  // a budgeted run resumed from an unbudgeted one
+  partly.untimed_updates = 1000;
+  const nlohmann::json pj = nlohmann::json::parse(partly.to_json().dump());
+  CHECK(pj.at("untimed_updates").get<int64_t>() == 1000);
+  CHECK(tx::train::TrainingState::from_json(pj, "x") == partly);
+  CHECK_FALSE(tx::train::TrainingState::from_json(pj, "x") == timed);
   j["rng_counter"] = -5;
   CHECK_THROWS_WITH(tx::train::TrainingState::from_json(j, "ckpt"),
                     Contains("ckpt") && Contains("unsigned"));

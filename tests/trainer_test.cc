@@ -154,6 +154,18 @@ TEST_CASE("trainer: --after-minutes plans the last update from the pace so far",
   const int64_t planned = untimed.last_update(110, 0, 0);
   CHECK(planned > 110);
   CHECK(planned <= 110 + 12000);
+  CHECK_FALSE(untimed.earlier_pace_known());
+  CHECK(untimed.untimed_updates() == 100);
+
+  // That run saved (10 s at update 3,000) and is resumed again: its seconds hold its own 2,000
+  // updates (5 ms each), not the 1,000 untimed ones before it, so 50 s more hold 10,000 (the
+  // 3,000 taken as timed would give 15,000).
+  tx::train::TimeBudget again(1.0, 10.0, 3000, 1000);
+  CHECK(again.earlier_pace_known());
+  CHECK(again.untimed_updates() == 1000);
+  const int64_t last_again = again.last_update(3000, 0, 0);
+  CHECK(last_again <= 3000 + 10000);
+  CHECK(last_again >= 3000 + 9900);  // the little real time that passed since
 }
 
 nlohmann::json training_state(const std::string& model_dir) {

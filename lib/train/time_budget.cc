@@ -5,10 +5,11 @@
 
 namespace tx::train {
 
-TimeBudget::TimeBudget(double minutes, double seconds_before, int64_t updates_before)
+TimeBudget::TimeBudget(double minutes, double seconds_before, int64_t updates_before,
+                       int64_t untimed_before)
     : budget_s_(minutes > 0 ? minutes * 60 : 0),
       before_s_(seconds_before),
-      untimed_updates_(seconds_before > 0 ? 0 : std::max<int64_t>(updates_before, 0)),
+      untimed_updates_(std::max<int64_t>(seconds_before > 0 ? untimed_before : updates_before, 0)),
       start_(std::chrono::steady_clock::now()) {}
 
 double TimeBudget::seconds() const {

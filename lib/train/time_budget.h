@@ -13,14 +13,19 @@ class TimeBudget {
   // minutes <= 0: no budget. `seconds_before`: the training time of the runs this one resumes.
   // `updates_before`: their updates; when their time is unknown (0 s: a checkpoint written
   // without a budget), the pace is taken from this process's updates alone.
-  TimeBudget(double minutes, double seconds_before, int64_t updates_before = 0);
+  // `untimed_before`: when their time is known, how many of their updates it does not hold (a
+  // run without a budget before them: TrainingState::untimed_updates).
+  TimeBudget(double minutes, double seconds_before, int64_t updates_before = 0,
+             int64_t untimed_before = 0);
 
   bool enabled() const { return budget_s_ > 0; }
   // The training loop's seconds so far, the earlier runs' included.
   double seconds() const;
   bool spent() const { return enabled() && seconds() >= budget_s_; }
-  // Whether the earlier runs' training time is known (or there were none): their pace counts.
-  bool earlier_time_known() const { return untimed_updates_ == 0; }
+  // Whether earlier runs timed some of their updates: their pace is known.
+  bool earlier_pace_known() const { return before_s_ > 0; }
+  // Updates before this process whose time seconds() does not hold (saved with the state).
+  int64_t untimed_updates() const { return untimed_updates_; }
   // Seconds of this process that went to a checkpoint save or a validation: they recur every
   // save_freq and valid_freq updates, so the plan spreads them over those updates.
   void add_save(double s) { save_s_ += s, ++saves_; }

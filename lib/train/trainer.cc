@@ -358,7 +358,7 @@ TrainerResult Trainer::run() {
       !quiet)
     log("the checkpoint has no smoothed weights: smoothing starts from its weights");
   // ---- --after-minutes ----------------------------------------------------------------------
-  TimeBudget budget(o.after_minutes, state.train_seconds, state.update);
+  TimeBudget budget(o.after_minutes, state.train_seconds, state.update, state.untimed_updates);
   bool planned = false;  // the linear schedule's last update is fixed
   // The linear schedule to `last` (the epochs' or updates' limit if it comes first), and the
   // run's stop there.
@@ -387,7 +387,7 @@ TrainerResult Trainer::run() {
   if (plan_by_time) {
     if (state.time_last_update > 0 && state.time_budget_minutes == o.after_minutes)
       end_schedule_at(state.time_last_update);  // a resumed run keeps its plan
-    else if (state.update >= lr_options.warmup && budget.earlier_time_known())
+    else if (state.update >= lr_options.warmup && budget.earlier_pace_known())
       plan_from_pace();  // resumed past the warm-up with another budget
     else if (state.update >= lr_options.warmup) {
       // Resumed past the warm-up from a run without a budget: its pace is unknown, so the
@@ -427,7 +427,10 @@ TrainerResult Trainer::run() {
     state.loss_scale = scaler.enabled() ? scaler.scale() : 0;
     state.loss_scale_clean = scaler.enabled() ? scaler.clean_updates() : 0;
     // Only under a budget: a run without one writes the same bytes however long it took.
-    if (budget.enabled()) state.train_seconds = budget.seconds();
+    if (budget.enabled()) {
+      state.train_seconds = budget.seconds();
+      state.untimed_updates = budget.untimed_updates();
+    }
     graph.trim();  // the host copies of the checkpoint need not stack on the step's memory
     const Clock::time_point start = Clock::now();
     files.save(state, adam);

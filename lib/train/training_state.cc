@@ -20,6 +20,7 @@ nlohmann::json TrainingState::to_json() const {
     j["train_seconds"] = train_seconds;
     j["time_last_update"] = time_last_update;
     j["time_budget_minutes"] = time_budget_minutes;
+    if (untimed_updates > 0) j["untimed_updates"] = untimed_updates;
   }
   return j;
 }
@@ -48,6 +49,7 @@ TrainingState TrainingState::from_json(const nlohmann::json& j, const std::strin
     if (j.contains(key = "train_seconds")) s.train_seconds = j.at(key).get<double>();
     if (j.contains(key = "time_last_update")) s.time_last_update = j.at(key).get<int64_t>();
     if (j.contains(key = "time_budget_minutes")) s.time_budget_minutes = j.at(key).get<double>();
+    if (j.contains(key = "untimed_updates")) s.untimed_updates = j.at(key).get<int64_t>();
   } catch (const nlohmann::json::exception&) {
     throw Error(str(where, ": the training state's '", key, "' = ", j.at(key).dump(),
                     " has the wrong type; the checkpoint is damaged"));
@@ -63,7 +65,8 @@ bool TrainingState::operator==(const TrainingState& o) const {
          a.has_best == b.has_best && a.best == b.best && a.stalled == b.stalled &&
          a.validations == b.validations && loss_scale == o.loss_scale &&
          loss_scale_clean == o.loss_scale_clean && train_seconds == o.train_seconds &&
-         time_last_update == o.time_last_update && time_budget_minutes == o.time_budget_minutes;
+         time_last_update == o.time_last_update && time_budget_minutes == o.time_budget_minutes &&
+         untimed_updates == o.untimed_updates;
 }
 
 }  // namespace tx::train

@@ -35,6 +35,9 @@ struct TrainingState {
   double train_seconds = 0;
   int64_t time_last_update = 0;
   double time_budget_minutes = 0;
+  // Updates of an earlier run without --after-minutes, whose time train_seconds does not hold:
+  // the pace is train_seconds over the others.
+  int64_t untimed_updates = 0;
 
   nlohmann::json to_json() const;
   // Throws tx::Error naming `where` and the key for a missing or mistyped field.
