@@ -2,12 +2,18 @@
 
 #include <pthread.h>
 
+#include <atomic>
+
 namespace tx::train {
 namespace {
 
-volatile std::sig_atomic_t g_stop_signal = 0;
+// Written by the handler on the catcher thread, read by the training loop's: a lock-free atomic
+// (volatile sig_atomic_t is safe only within one thread).
+std::atomic<int> g_stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free,
+              "a signal handler may only use lock-free atomics");
 extern "C" void on_stop_signal(int signal) {
-  g_stop_signal = signal;
+  g_stop_signal.store(signal, std::memory_order_relaxed);
 }
 
 sigset_t stop_set() {
@@ -22,7 +28,7 @@ sigset_t stop_set() {
 
 StopSignals::StopSignals(Backend& be, bool on) : be_(be), on_(on) {
   if (!on_) return;
-  g_stop_signal = 0;
+  g_stop_signal.store(0, std::memory_order_relaxed);
   const sigset_t set = stop_set();
   // The calling thread first: threads it creates from now on inherit the mask.
   pthread_sigmask(SIG_BLOCK, &set, &old_mask_);
@@ -61,11 +67,11 @@ StopSignals::~StopSignals() {
 }
 
 bool StopSignals::stop_requested() const {
-  return on_ && g_stop_signal != 0;
+  return on_ && g_stop_signal.load(std::memory_order_relaxed) != 0;
 }
 
 int StopSignals::signal() const {
-  return on_ ? int(g_stop_signal) : 0;
+  return on_ ? g_stop_signal.load(std::memory_order_relaxed) : 0;
 }
 
 }  // namespace tx::train
