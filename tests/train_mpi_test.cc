@@ -218,6 +218,27 @@ TEST_CASE("mpirun -np 2 tx-train makes the model of one tx-train --optimizer-del
   CHECK(err.find("data parallel: MPI: 2 processes on 1 machine") != std::string::npos);
 }
 
+TEST_CASE("mpirun: a run whose --after-minutes are spent, started again, trains nothing",
+          "[train_mpi]") {
+  REQUIRE_MPI();
+  TempDir dir;
+  // 0.1 s of training: the first update or two spend it.
+  const std::string flags = tiny_flags(dir, "m") + " --after-minutes 0.002 --after-updates 100000";
+  Run first = mpi_train(dir, flags);
+  INFO(first.err);
+  REQUIRE(first.status == 0);
+  const int64_t stopped = checkpoint_update(dir.file("m/checkpoint.safetensors"));
+  REQUIRE(stopped >= 1);
+  REQUIRE(stopped < 100000);
+  std::filesystem::copy_file(dir.file("m/model.safetensors"), dir.file("first.safetensors"));
+  // The same command again (a requeued job): no update, the same weights, as one process does.
+  Run again = mpi_train(dir, flags);
+  INFO(again.err);
+  REQUIRE(again.status == 0);
+  CHECK(checkpoint_update(dir.file("m/checkpoint.safetensors")) == stopped);
+  require_same_tensors(dir.file("first.safetensors"), dir.file("m/model.safetensors"));
+}
+
 TEST_CASE("resume across world sizes: mpirun -np 2 continued by tx-train --optimizer-delay 2",
           "[train_mpi]") {
   REQUIRE_MPI();

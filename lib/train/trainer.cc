@@ -464,8 +464,13 @@ TrainerResult Trainer::run() {
   double lr = 0;
   bool done = false;
   // Processes decide on the time together, through the update's stop request: each one's clock
-  // alone could leave the others waiting in the all-reduce.
-  while (!done && !schedule.finished(state.update) && (ranks > 1 || !budget.spent())) {
+  // alone could leave the others waiting in the all-reduce. A run resumed with its minutes
+  // already spent (a finished run started again) trains nothing, on rank 0's word: a stop
+  // request inside the update would come after its gradients and still apply it.
+  bool spent_at_start = budget.spent();
+  if (ranks > 1) world.broadcast(&spent_at_start, sizeof spent_at_start, 0);
+  while (!done && !spent_at_start && !schedule.finished(state.update) &&
+         (ranks > 1 || !budget.spent())) {
     lr = lr_schedule(state.update + 1);
     const UpdateStep::Result update =
         step.run(next_batch, lr, [&]() { return signals.stop_requested() || budget.spent(); });
