@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "formats/model_file.h"
 #include "train/checkpoint.h"
 
 namespace tx::train {
@@ -37,7 +38,12 @@ void RunFiles::write_json(const nlohmann::json& record) {
 
 void RunFiles::save(const TrainingState& state, const Adam& adam) {
   if (!writer_) return;
-  save_checkpoint(Trainer::checkpoint_path(o_.model_dir), be_, config_, params_, adam, state, {},
+  // The vocabularies a run was given (Marian's) go into the checkpoint as well: a resume
+  // without -v finds them there when a crash left no model file.
+  std::map<std::string, std::string> extra;
+  if (const auto it = model_meta_.find(formats::kVocabsKey); it != model_meta_.end())
+    extra.insert(*it);
+  save_checkpoint(Trainer::checkpoint_path(o_.model_dir), be_, config_, params_, adam, state, extra,
                   smoothing_.tensors());
   save_models(state.update);
 }

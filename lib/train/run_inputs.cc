@@ -118,11 +118,16 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
   if (src_vocab_path.empty() && o.pretrained_model.empty() &&
       fs::exists(Trainer::checkpoint_path(o.model_dir))) {
     // A resumed run that was started on Marian-numbered vocabularies (given with -v): the files
-    // it recorded in its model, not a tx vocabulary trained into the model directory.
+    // it recorded in its checkpoint (or, before 2026-12-01, only in its model), not a tx
+    // vocabulary trained into the model directory.
     std::map<std::string, std::string> meta;
-    try {
-      meta = read_checkpoint_metadata(Trainer::model_path(o.model_dir));
-    } catch (const Error&) {  // no model file yet: the run's own vocabularies, as before
+    for (const std::string& file :
+         {Trainer::checkpoint_path(o.model_dir), Trainer::model_path(o.model_dir)}) {
+      try {
+        meta = read_checkpoint_metadata(file);
+      } catch (const Error&) {  // no model file yet: the run's own vocabularies, as before
+      }
+      if (meta.count(formats::kVocabsKey)) break;
     }
     const auto found = meta.find(formats::kVocabsKey);
     if (found != meta.end()) {
