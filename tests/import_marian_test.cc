@@ -240,7 +240,8 @@ TEST_CASE("Marian models: float16 arrays read as the float32 values they widen t
   CHECK(from_half != translate(original));
 }
 
-TEST_CASE("npz: a deflated entry reads back; damaged, it is one error naming it", "[import]") {
+TEST_CASE("npz: a deflated entry reads back, and a damaged one is one error naming it",
+          "[import]") {
   TempDir dir;
   tx::formats::NpyArray a;
   a.name = "encoder_l1_ffn_W1";
