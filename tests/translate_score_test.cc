@@ -597,15 +597,15 @@ TEST_CASE("tx-translate bounds OpenMP spinning unless the user chose a policy",
   Fixture f;
   std::ofstream(f.dir.file("in.txt")) << "das Haus\n";
   const std::string args = f.model_args() + " --verbose -i " + f.dir.file("in.txt");
-  // No setting: GOMP_SPINCOUNT=10000 is in place before libgomp loads, as libgomp itself
+  // No setting: GOMP_SPINCOUNT=1000 is in place before libgomp loads, as libgomp itself
   // says (OMP_DISPLAY_ENV lists the settings it read when it loaded).
   Run bounded = run(f.dir,
                     "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_DISPLAY_ENV=verbose " +
                         std::string(TX_TRANSLATE_BIN),
                     args);
   CHECK(bounded.status == 0);
-  CHECK_THAT(bounded.err, Contains("OpenMP idle threads: GOMP_SPINCOUNT=10000"));
-  CHECK_THAT(bounded.err, Contains("GOMP_SPINCOUNT = '10000'"));
+  CHECK_THAT(bounded.err, Contains("OpenMP idle threads: GOMP_SPINCOUNT=1000"));
+  CHECK_THAT(bounded.err, Contains("GOMP_SPINCOUNT = '1000'"));
   // The user's choice stands.
   Run chosen = run(
       f.dir, "env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=active " + std::string(TX_TRANSLATE_BIN), args);

@@ -23,7 +23,7 @@ void bound_spinning_before_libgomp(int, char** argv, char** envp) {
   if (n + 2 > kMaxEnv) return;
   char* env[kMaxEnv];
   for (size_t i = 0; i < n; ++i) env[i] = envp[i];
-  char setting[] = "GOMP_SPINCOUNT=10000";
+  char setting[] = "GOMP_SPINCOUNT=1000";
   env[n] = setting;
   env[n + 1] = nullptr;
   // The binary's own path: the process name comes from the path executed, and `pgrep tx-train`
