@@ -245,26 +245,21 @@ TEST_CASE("tx-train from scratch on a Marian vocabulary trains a model in Marian
   CHECK(std::count(t.out.begin(), t.out.end(), '\n') == 2);
   // Resumed without -v, the run goes on with the vocabulary it recorded: no tx vocabulary is
   // trained into the model directory.
-  Run resumed = tx_train(dir, flags +
-                                  " --ffn-activation swish --positions halves --output-bias"
-                                  " --after-updates 3");
-  INFO(resumed.err);
-  CHECK(resumed.status == 0);
-  CHECK(resumed.err.find("resuming from") != std::string::npos);
-  CHECK(resumed.err.find("the vocabularies the run recorded") != std::string::npos);
-  CHECK_FALSE(std::filesystem::exists(dir.file("mar/vocab.spm")));
-  CHECK(checkpoint_update(dir.file("mar/checkpoint.safetensors")) == 3);
+  auto resume_without_v = [&](int64_t updates) {
+    Run r = tx_train(dir, flags + " --ffn-activation swish --positions halves --output-bias" +
+                              " --after-updates " + std::to_string(updates));
+    INFO(r.err);
+    CHECK(r.status == 0);
+    CHECK(r.err.find("resuming from") != std::string::npos);
+    CHECK(r.err.find("the vocabularies the run recorded") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(dir.file("mar/vocab.spm")));
+    CHECK(checkpoint_update(dir.file("mar/checkpoint.safetensors")) == updates);
+  };
+  resume_without_v(3);
   // The checkpoint records them too: a crash between its rename and the model's at the first
   // save leaves no model file, and the resume must not train a tx vocabulary then either.
   std::filesystem::remove(dir.file("mar/model.safetensors"));
-  Run no_model = tx_train(dir, flags +
-                                   " --ffn-activation swish --positions halves --output-bias"
-                                   " --after-updates 4");
-  INFO(no_model.err);
-  CHECK(no_model.status == 0);
-  CHECK(no_model.err.find("the vocabularies the run recorded") != std::string::npos);
-  CHECK_FALSE(std::filesystem::exists(dir.file("mar/vocab.spm")));
-  CHECK(checkpoint_update(dir.file("mar/checkpoint.safetensors")) == 4);
+  resume_without_v(4);
   CHECK(tx::train::read_model_config(dir.file("mar/model.safetensors")).eos_id == 0);
   // A tx vocabulary beside a Marian one is refused by name.
   REQUIRE(tx_train(dir, tiny_flags(dir, "t") + " --after-updates 1").status == 0);
