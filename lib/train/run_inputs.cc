@@ -125,7 +125,7 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
          {Trainer::checkpoint_path(o.model_dir), Trainer::model_path(o.model_dir)}) {
       try {
         meta = read_checkpoint_metadata(file);
-      } catch (const Error&) {  // no model file yet: the run's own vocabularies, as before
+      } catch (const Error&) {  // missing or unreadable: the next file, then the run's own
       }
       if (meta.count(formats::kVocabsKey)) break;
     }
