@@ -380,3 +380,25 @@ TEST_CASE("SIGTERM to mpirun: the ranks stop together and rank 0 saves the check
   CHECK(lines.back().at("update").get<int64_t>() <= at);
   CHECK(lines.back().at("update").get<int64_t>() >= at - 2);
 }
+
+TEST_CASE(
+    "mpirun: a rank whose --after-minutes run out first stops the run on time, not on a signal",
+    "[train_mpi]") {
+  REQUIRE_MPI();
+  TempDir dir;
+  // Two programs in one run (mpirun's "A : B"): rank 1's clock runs out after 0.1 s while rank
+  // 0's has an hour, as happens for a moment when the ranks' clocks started a little apart.
+  std::string flags = tiny_flags(dir) + " --after-updates 100000";
+  flags.erase(flags.find(" --quiet"), std::string(" --quiet").size());  // rank 0's log is read
+  const std::string rank = std::string(" -np 1 ") + TX_TRAIN_BIN + " " + flags;
+  std::string two_programs = mpirun_train();
+  two_programs.erase(two_programs.rfind(" -np 2 "));
+  Run run = tx::test::run_program(
+      dir, two_programs + rank + " --after-minutes 60 :" + rank + " --after-minutes 0.002", "");
+  INFO(run.err);
+  REQUIRE(run.status == 0);
+  const int64_t stopped = checkpoint_update(dir.file("m/checkpoint.safetensors"));
+  CHECK(stopped < 100000);
+  CHECK(run.err.find("--after-minutes 60 reached at update ") != std::string::npos);
+  CHECK(run.err.find("signal") == std::string::npos);
+}

@@ -467,13 +467,17 @@ TrainerResult Trainer::run() {
   // alone could leave the others waiting in the all-reduce. A run resumed with its minutes
   // already spent (a finished run started again) trains nothing, on rank 0's word: a stop
   // request inside the update would come after its gradients and still apply it.
+  const auto own_stop_cause = [&]() {
+    return signals.stop_requested() ? StopCause::signal
+           : budget.spent()         ? StopCause::time_budget
+                                    : StopCause::none;
+  };
   bool spent_at_start = budget.spent();
   if (ranks > 1) world.broadcast(&spent_at_start, sizeof spent_at_start, 0);
   while (!done && !spent_at_start && !schedule.finished(state.update) &&
          (ranks > 1 || !budget.spent())) {
     lr = lr_schedule(state.update + 1);
-    const UpdateStep::Result update =
-        step.run(next_batch, lr, [&]() { return signals.stop_requested() || budget.spent(); });
+    const UpdateStep::Result update = step.run(next_batch, lr, own_stop_cause);
     if (!update.complete) done = true;
     if (update.tokens == 0) break;  // the same on every process: they all read every batch
     const AdamStepInfo& info = update.adam;
@@ -522,8 +526,10 @@ TrainerResult Trainer::run() {
     if (plan_by_time && !planned && state.update >= lr_options.warmup) plan_from_pace();
     if (schedule.save(state.update)) save();
     if (o.after_update) o.after_update(state.update);
-    if (ranks > 1 ? update.stop : signals.stop_requested() || budget.spent()) {
-      if (signals.signal() || !budget.spent()) {
+    // Processes decide together; each one's own signal and clock decide a single process.
+    const StopCause stop = ranks > 1 ? update.stop : own_stop_cause();
+    if (stop != StopCause::none) {
+      if (stop == StopCause::signal) {
         if (!quiet)
           log(signals.signal() ? str("stopping on signal ", signals.signal())
                                : std::string("stopping on a signal to another process"),

@@ -20,7 +20,7 @@ UpdateStep::UpdateStep(Backend& be, nn::Transformer& model, nn::ParameterSet& pa
       scaler_(scaler),
       batches_per_update_(int64_t(world.size()) * optimizer_delay),
       n_grads_(params.numel()) {
-  flat_ = be_.zeros({n_grads_ + 2});
+  flat_ = be_.zeros({n_grads_ + kTailSlots});
   sum_views_ = views_of(flat_);
   bind_grads(sum_views_);
   if (optimizer_delay_ > 1) {
@@ -48,7 +48,7 @@ void UpdateStep::bind_grads(const std::vector<Tensor>& views) {
 }
 
 UpdateStep::Result UpdateStep::run(const std::function<const data::Batch*()>& next, double lr,
-                                   const std::function<bool()>& stop_requested) {
+                                   const std::function<StopCause()>& stop_cause) {
   const int ranks = world_.size(), rank = world_.rank();
   Result r;
   r.loss_scale = scaler_.scale();
@@ -91,17 +91,21 @@ UpdateStep::Result UpdateStep::run(const std::function<const data::Batch*()>& ne
   if (r.tokens == 0) return r;  // the same on every process: they all read every batch
   if (ranks > 1) {
     // A signal may reach some processes only: they stop together after this update.
-    const float tail[2] = {float(r.cost), stop_requested() ? 1.0f : 0.0f};
-    const Tensor tail_slots = flat_.slice(n_grads_, n_grads_ + 2);
+    const StopCause cause = stop_cause();
+    const float tail[kTailSlots] = {float(r.cost), cause == StopCause::signal ? 1.0f : 0.0f,
+                                    cause == StopCause::time_budget ? 1.0f : 0.0f};
+    const Tensor tail_slots = flat_.slice(n_grads_, n_grads_ + kTailSlots);
     be_.copy_from_host(tail, tail_slots);
     const auto reduce_start = std::chrono::steady_clock::now();
     world_.all_reduce_sum(be_, flat_);
     r.reduce_secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - reduce_start).count();
-    float summed[2];
+    float summed[kTailSlots];
     be_.copy_to_host(tail_slots, summed);
     r.cost = summed[0];
-    r.stop = summed[1] > 0;
+    r.stop = summed[1] > 0   ? StopCause::signal
+             : summed[2] > 0 ? StopCause::time_budget
+                             : StopCause::none;
   }
   // The scale divides out here, with the token count (exactly 1 / tokens without a scaler).
   const float grad_scale =

@@ -5,13 +5,13 @@
 // The gradients are views of one flat buffer, and the parameters of another
 // (ParameterSet::make_contiguous), so that an Adam step is one norm and one update over each
 // (Adam::set_flat) and, with several batches per update (processes or --optimizer-delay), one
-// all-reduce sums all the gradients; two floats after them carry this process's loss and its
-// stop request. With --optimizer-delay, each batch after a process's first is
-// back-propagated apart, into a scratch buffer, and then added to the sum: the update's
-// gradients are then per-batch sums added together, the same bits whether the batches ran in
-// one process (--optimizer-delay 2) or two (mpirun -np 2), and only rounding apart for other
-// splits. Batch k of such an update draws its dropout masks from counter start + k * 2^36 (see
-// kDropoutStride), whichever process runs it.
+// all-reduce sums all the gradients; three floats after them carry this process's loss and its
+// stop request (one float per cause, so that every process learns why the run stops). With
+// --optimizer-delay, each batch after a process's first is back-propagated apart, into a scratch
+// buffer, and then added to the sum: the update's gradients are then per-batch sums added together,
+// the same bits whether the batches ran in one process (--optimizer-delay 2) or two (mpirun -np 2),
+// and only rounding apart for other splits. Batch k of such an update draws its dropout masks from
+// counter start + k * 2^36 (see kDropoutStride), whichever process runs it.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +38,9 @@ namespace tx::train {
 // batches fit before the 64-bit counter wraps.
 constexpr uint64_t kDropoutStride = uint64_t(1) << 36;
 
+// Why a process asks a data-parallel run to stop after the current update.
+enum class StopCause { none, time_budget, signal };
+
 class UpdateStep {
  public:
   // The graph's rng draws the dropout masks; `world` is this process's run (one process: a
@@ -51,20 +54,22 @@ class UpdateStep {
              int64_t optimizer_delay, LossScaler& scaler);
 
   struct Result {
-    int64_t tokens = 0;      // target tokens of all the update's batches, every process's
-    double cost = 0;         // their summed label-smoothed loss, every process's
-    bool complete = true;    // false: the batches ran out before the update was full
-    bool stop = false;       // some process asked to stop (data parallel runs only)
+    int64_t tokens = 0;    // target tokens of all the update's batches, every process's
+    double cost = 0;       // their summed label-smoothed loss, every process's
+    bool complete = true;  // false: the batches ran out before the update was full
+    // Some process asked to stop (data-parallel runs only); a signal anywhere outranks a spent
+    // --after-minutes, since the clocks of the processes run out at slightly different times.
+    StopCause stop = StopCause::none;
     double reduce_secs = 0;  // in the all-reduce, waiting for the slowest process included
     AdamStepInfo adam;       // when tokens > 0
     double loss_scale = 1;   // the scale this update's gradients were computed with
   };
   // Runs one update. `next` yields the update's batches in order, every process's (false: no
   // more); a process runs its share. With no token at all nothing is stepped (tokens 0).
-  // `lr` is the update's learning rate; `stop_requested` is asked once, before the all-reduce
-  // of a data-parallel run.
+  // `lr` is the update's learning rate; `stop_cause` is asked once, before the all-reduce of a
+  // data-parallel run.
   Result run(const std::function<const data::Batch*()>& next, double lr,
-             const std::function<bool()>& stop_requested);
+             const std::function<StopCause()>& stop_cause);
 
   // tx-train --guided-alignment: each batch's loss gets the alignment term (its pointers must
   // outlive the step).
@@ -90,6 +95,9 @@ class UpdateStep {
   LossScaler& scaler_;
   int64_t batches_per_update_;
   int64_t n_grads_;
+  // After the gradients in flat_: the loss, and the processes asking to stop on a signal and on
+  // their time budget.
+  static constexpr int64_t kTailSlots = 3;
   Tensor flat_, scratch_, flat_params_;
   std::vector<Tensor> sum_views_, scratch_views_;
 };
