@@ -40,6 +40,13 @@ using tx::fixed;
 using tx::app::Options;
 using tx::app::UsageError;
 
+// The scores on stdout, a full disk or a closed pipe an error (exit 1), not a lost result.
+void write_stdout(const std::string& out) {
+  std::fputs(out.c_str(), stdout);
+  TX_CHECK(std::fflush(stdout) == 0 && !std::ferror(stdout),
+           "cannot write the output; check the disk or the pipe");
+}
+
 // "bleu,chrf" and "bleu chrf" both name two metrics.
 std::vector<std::string> metric_names(const Options& o) {
   std::vector<std::string> out;
@@ -71,7 +78,7 @@ class Metric {
     if (name == "bleu") {
       bleu_.lowercase = o.flag("lowercase");
       bleu_.tokenizer = tx::metrics::parse_bleu_tokenizer(o.text("tokenize"));
-      bleu_.max_order = static_cast<int>(o.integer("max-ngram-order"));
+      bleu_.max_order = o.int32("max-ngram-order");
       bleu_.effective_order = sentence_level;  // sacreBLEU turns it on for sentence BLEU
       signature_ = tx::metrics::bleu_signature(bleu_, num_refs);
     } else {
@@ -119,8 +126,8 @@ int score_metrics(const Options& o) {
     throw UsageError(tx::str("--sentence-level scores one metric, but --metrics names ",
                              names.size(), "; run tx-score once per metric"));
   const std::string input = o.has("input") ? o.text("input") : "-";
-  // /dev/stdin keeps read_lines' rules (split at '\n', trailing whitespace stripped) for a pipe.
-  const tx::metrics::Lines hyps = tx::metrics::read_lines(input == "-" ? "/dev/stdin" : input);
+  const tx::metrics::Lines hyps =
+      input == "-" ? tx::metrics::read_lines(std::cin, "stdin") : tx::metrics::read_lines(input);
   std::vector<tx::metrics::Lines> refs;
   for (const std::string& path : o.list("references"))
     refs.push_back(tx::metrics::read_lines(path));
@@ -146,7 +153,7 @@ int score_metrics(const Options& o) {
     for (const std::string& name : names)
       out += Metric(name, o, num_refs, false).corpus(hyps, refs);
   }
-  std::fputs(out.c_str(), stdout);  // all or nothing: an error above prints no partial result
+  write_stdout(out);  // all or nothing: an error above prints no partial result
   tx::app::detail(o, "scored ", hyps.size(), " lines against ", refs.size(), " reference",
                   refs.size() == 1 ? "" : "s");
   return 0;
@@ -300,8 +307,7 @@ int score_nbest(const Options& o, const tx::app::LoadedModels& m) {
     out += f[0] + "|||" + f[1] + "||| " + std::string(features) + (features.empty() ? "" : " ") +
            feature + "= " + fixed(scores[k], 6) + " |||" + f[3] + "\n";
   }
-  std::fputs(out.c_str(), stdout);
-  std::fflush(stdout);
+  write_stdout(out);
   tx::app::info(o, "rescored ", nbest.size(), " n-best line", nbest.size() == 1 ? "" : "s", " of ",
                 source_ids.size(), " source line", source_ids.size() == 1 ? "" : "s");
   return 0;
@@ -320,14 +326,15 @@ int score_model(const Options& o) {
   const std::string src = o.text("src"), tgt = o.text("tgt");
   tx::data::CorpusOptions co;
   co.empty_lines = tx::data::EmptyLines::kKeep;  // one score per pair, whatever it holds
-  co.num_threads = static_cast<int32_t>(o.integer("cpu-threads"));
+  co.num_threads = o.int32("cpu-threads");
   const tx::data::ParallelCorpus corpus =
       tx::data::load_parallel_corpus(src, tgt, m.src_vocab(), m.tgt_vocab(), co);
   const std::vector<double> scores = model_scores(o, m, corpus, [&](int64_t i, bool src_side) {
     return tx::str("'", src_side ? src : tgt, "' line ", corpus.line(i));
   });
-  for (double s : scores) std::printf("%.6f\n", s);
-  std::fflush(stdout);
+  std::string out;
+  for (double s : scores) out += fixed(s, 6) + "\n";
+  write_stdout(out);
   tx::app::info(o, "scored ", scores.size(), " pair", scores.size() == 1 ? "" : "s");
   return 0;
 }

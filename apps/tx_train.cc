@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -145,7 +146,11 @@ int train(const Options& options) {
     t.src_vocab = vocabs.front();
     t.tgt_vocab = vocabs.back();
   }
-  t.vocab_size = static_cast<int32_t>(options.integer("dim-vocabs"));
+  const int64_t dim_vocabs = options.integer("dim-vocabs");
+  if (dim_vocabs < 1 || dim_vocabs > std::numeric_limits<int32_t>::max())
+    throw UsageError(tx::str("--dim-vocabs ", dim_vocabs, " is not a vocabulary size; give 1 to ",
+                             std::numeric_limits<int32_t>::max(), " (e.g. 32000)"));
+  t.vocab_size = static_cast<int32_t>(dim_vocabs);
   t.model = options.model_config();
 
   t.max_tokens = options.integer("max-tokens");
@@ -188,7 +193,7 @@ int train(const Options& options) {
   t.valid_freq = options.integer("valid-freq");
   t.valid_metrics = options.list("valid-metrics");
   t.early_stopping = options.integer("early-stopping");
-  t.beam_size = static_cast<int>(options.integer("beam-size"));
+  t.beam_size = options.int32("beam-size");
   t.normalize = static_cast<float>(options.number("normalize"));
   t.keep_last = options.integer("keep-last");
   t.valid_max_tokens = t.max_tokens;

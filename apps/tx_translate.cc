@@ -69,13 +69,13 @@ tx::decode::SamplingOptions sampling_options(const std::vector<std::string>& v) 
 
 tx::decode::TranslatorOptions translator_options(const Options& o) {
   tx::decode::TranslatorOptions t;
-  t.search.beam_size = static_cast<int>(o.integer("beam-size"));
-  t.search.n_best = static_cast<int>(o.integer("n-best"));
+  t.search.beam_size = o.int32("beam-size");
+  t.search.n_best = o.int32("n-best");
   // Only the n-best format prints scores; greedy search then skips the log-softmax.
   t.search.scores = t.search.n_best > 1;
   t.search.length_penalty = static_cast<float>(o.number("normalize"));
   t.search.max_length_a = static_cast<float>(o.number("max-length-factor"));
-  t.search.max_length_b = static_cast<int>(o.integer("max-length-b"));
+  t.search.max_length_b = o.int32("max-length-b");
   t.batching.max_tokens = o.integer("max-tokens");
   t.batching.max_sentences = o.integer("mini-batch");
   t.batching.maxi_batch = o.integer("maxi-batch");
@@ -149,10 +149,8 @@ int translate(const Options& options) {
   // marian-decoder never produces <unk> unless --allow-unk.
   if (m.from_marian()) topts.search.allow_unk = false;
   // fairseq-generate forbids an empty output (its --min-len 1).
-  const int64_t min_length = options.integer("min-length");
-  topts.search.min_length = static_cast<int>(min_length >= 0    ? min_length
-                                             : m.from_fairseq() ? 1
-                                                                : 0);
+  const int min_length = options.int32("min-length");
+  topts.search.min_length = min_length >= 0 ? min_length : m.from_fairseq() ? 1 : 0;
   tx::decode::Translator translator(m.backend(), m.transformers(), m.src_vocab(), m.tgt_vocab(),
                                     topts, m.weights());
   // TX_PROFILE=1: the GEMMs' share of the translation, on stderr at the end (a diagnostic; each

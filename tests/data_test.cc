@@ -286,10 +286,10 @@ TEST_CASE("data vocab: training errors name the file and the fix", "[data]") {
 
   o.inputs = {tiny};
   CHECK_THROWS_WITH(tx::data::train_vocab(o),
-                    Contains("tiny.txt") && Contains("5000") &&
-                        Contains("lower --vocab-size or add --hard-vocab-limit false"));
+                    Contains("tiny.txt") && Contains("5000") && Contains("lower --dim-vocabs"));
   o.vocab_size = 8;  // fewer pieces than the text has characters
-  CHECK_THROWS_WITH(tx::data::train_vocab(o), Contains("tiny.txt") && Contains("--vocab-size"));
+  CHECK_THROWS_WITH(tx::data::train_vocab(o),
+                    Contains("tiny.txt") && Contains("raise --dim-vocabs"));
   CHECK(dir.entries() == std::vector<std::string>{"blank.txt", "tiny.txt"});
 
   // Without the hard limit the same tiny text gives a smaller vocabulary.
@@ -560,7 +560,19 @@ TEST_CASE("data batcher: resuming at (epoch, batch) reproduces the remaining bat
   at_end.seek({0, at_end.plan(0).batches()});
   CHECK_FALSE(at_end.next(batch));
   CHECK(at_end.position() == BatchPosition{1, 0});
-  CHECK_THROWS_WITH(at_end.seek({1, 100000}), Contains("batch 100000 of epoch 1"));
+  CHECK_THROWS_WITH(at_end.seek({1, 100000}),
+                    Contains("batch 100000 of epoch 1") && Contains("--mini-batch"));
+}
+
+TEST_CASE("data batcher: a --max-tokens beyond any window makes one batch of the corpus",
+          "[data]") {
+  auto corpus = random_corpus(300, 9);
+  BatcherOptions o;
+  o.max_tokens = int64_t(1) << 62;  // times --maxi-batch 100, it once wrapped to a negative
+  Batcher b(corpus, o);
+  CHECK(b.batches_in_epoch() == 1);
+  o.max_sentences = int64_t(1) << 62;
+  CHECK(Batcher(corpus, o).batches_in_epoch() == 1);
 }
 
 TEST_CASE("data batcher: errors for a pair wider than max_tokens and an empty corpus", "[data]") {

@@ -334,8 +334,9 @@ TEMPLATE_TEST_CASE(
   a.loss_scaling.growth_interval = 3;
   a.after_updates = 16;
   tx::train::Trainer(*be, a).run();
-  // 16 doubles at updates 3, 6, 9, 12, 15 (no overflow at these scales); logged at 5, 10, 15.
-  CHECK(logged(a.model_dir, "loss_scale") == std::vector<double>{32, 128, 512});
+  // 16 doubles at updates 3, 6, 9, 12, 15 (no overflow at these scales); logged at 5, 10, 15
+  // and after the last update, 16.
+  CHECK(logged(a.model_dir, "loss_scale") == std::vector<double>{32, 128, 512, 512});
   const nlohmann::json state = checkpoint_json(a.model_dir, tx::train::kTrainingStateKey);
   CHECK(state.at("loss_scale") == 512);
   CHECK(state.at("loss_scale_clean") == 1);

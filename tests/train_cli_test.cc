@@ -327,3 +327,18 @@ TEST_CASE("progress: shown on a terminal's stderr only, never in stdout or a red
   CHECK(hyp.find("lines/s") == std::string::npos);
   CHECK(std::count(hyp.begin(), hyp.end(), '\n') == 200);
 }
+
+TEST_CASE("tx-train: a --max-length without room for a piece, a --dim-vocabs beyond int32",
+          "[train_cli]") {
+  TempDir dir;
+  Run one = tx_train(dir, tiny_flags(dir) + " --max-length 1 --after-updates 1");
+  CHECK(one.status == 1);
+  CHECK_THAT(one.err, Catch::Contains("--max-length 1") && Catch::Contains("2 or more"));
+  // 2^32 + 300 once trained a vocabulary of 300 pieces (its low 32 bits).
+  std::string flags = tiny_flags(dir, "v");
+  flags.replace(flags.find("--dim-vocabs 30"), 15, "--dim-vocabs 4294967596");
+  Run huge = tx_train(dir, flags + " --after-updates 1");
+  CHECK(huge.status == 2);
+  CHECK_THAT(huge.err, Catch::Contains("--dim-vocabs 4294967596"));
+  CHECK_FALSE(fs::exists(dir.file("v")));
+}

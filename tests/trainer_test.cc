@@ -491,3 +491,82 @@ TEST_CASE(
   CHECK(best_file == snapshot);
 }
 #endif
+
+namespace {
+
+// The records of one type ("train", "valid") in a run's train.log.jsonl.
+std::vector<nlohmann::json> log_records(const std::string& model_dir, const std::string& type) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(Trainer::log_path(model_dir));
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    if (j["type"] == type) out.push_back(std::move(j));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "trainer: a run that early stopping ended trains nothing when started again; another "
+    "metric starts afresh; the best model names its update",
+    "[trainer][early]") {
+  auto be = tx::test::cpu_backend();
+  TempDir dir;
+  TrainerOptions o = tiny_options(dir);
+  o.lr.lr = 1e-7;  // the greedy output, so BLEU, stays the first validation's: the next stalls
+  o.valid_src = dir.file("valid.src");
+  o.valid_tgt = dir.file("valid.tgt");
+  o.valid_freq = 5;
+  o.valid_metrics = {"bleu"};
+  o.early_stopping = 1;
+  o.beam_size = 1;
+  o.after_updates = 100;
+  const tx::train::TrainerResult first = Trainer(*be, o).run();
+  REQUIRE(first.early_stopped);
+  const int64_t stopped = first.updates;
+  REQUIRE(stopped < 100);
+  // The first validation is the first best.
+  CHECK(tx::test::update_of(o.model_dir + "/model.best-bleu.safetensors") == "5");
+
+  const tx::train::TrainerResult again = Trainer(*be, o).run();
+  CHECK(again.early_stopped);
+  CHECK(again.updates == stopped);
+  CHECK(tx::test::checkpoint_update(Trainer::checkpoint_path(o.model_dir)) == stopped);
+  CHECK(log_records(o.model_dir, "valid").size() == size_t(stopped / 5));
+
+  // Validating another first metric is not refused: its best and stall count start afresh.
+  o.valid_metrics = {"cross-entropy"};
+  o.after_updates = stopped + 5;
+  const tx::train::TrainerResult other = Trainer(*be, o).run();
+  CHECK(!other.early_stopped);
+  CHECK(other.updates == stopped + 5);
+}
+
+TEST_CASE("trainer: the updates after the last --disp-freq line are logged at the end",
+          "[trainer]") {
+  auto be = tx::test::cpu_backend();
+  TempDir dir;
+  TrainerOptions o = tiny_options(dir);
+  o.after_updates = 7;  // lines at 5, then 6-7 at the end
+  Trainer(*be, o).run();
+  std::vector<int64_t> updates;
+  for (const nlohmann::json& j : log_records(o.model_dir, "train"))
+    updates.push_back(j["update"].get<int64_t>());
+  CHECK(updates == std::vector<int64_t>{5, 7});
+}
+
+TEST_CASE("trainer: an update that ends an epoch is logged in that epoch, with its sentences",
+          "[trainer]") {
+  auto be = tx::test::cpu_backend();
+  TempDir dir;
+  TrainerOptions o = tiny_options(dir);
+  o.optimizer_delay = 1000;  // more batches than the epoch has: one update is the whole epoch
+  o.after_epochs = 1;
+  const tx::train::TrainerResult r = Trainer(*be, o).run();
+  REQUIRE(r.updates == 1);
+  const std::vector<nlohmann::json> lines = log_records(o.model_dir, "train");
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["epoch"] == 1);
+  CHECK(lines[0]["sentences"] == 200);  // the corpus's pairs (tiny_options)
+}

@@ -613,3 +613,99 @@ TEST_CASE("tx-translate bounds OpenMP spinning unless the user chose a policy",
   CHECK_THAT(chosen.err, Contains("OpenMP idle threads: OMP_WAIT_POLICY=active"));
   CHECK(chosen.out == bounded.out);
 }
+
+TEST_CASE("tx-translate and tx-score: flag values at their limits, a NaN weight, a lost output",
+          "[apps][translate][score]") {
+  Fixture f;
+  tx::Rng rng(23);
+  const std::vector<std::string> src = sentences(rng, 6, 6);
+  std::ofstream(f.dir.file("src.txt")) << join_lines(src);
+  const std::string in = " --quiet < " + f.dir.file("src.txt");
+  Run base = run(f.dir, TX_TRANSLATE_BIN, f.model_args() + in);
+  REQUIRE(base.status == 0);
+  REQUIRE(split_lines(base.out).size() == src.size());
+
+  SECTION("windows of batches far beyond any input: every line, translated as by default") {
+    for (const std::string flags :
+         {" --max-tokens 100000000000000000", " --maxi-batch 3000000000000000",
+          " --mini-batch 3000000000000000000 --maxi-batch 10"}) {
+      INFO(flags);
+      Run r = run(f.dir, TX_TRANSLATE_BIN, f.model_args() + flags + in);
+      CHECK(r.status == 0);
+      CHECK(r.out == base.out);
+    }
+  }
+  SECTION("values no field holds are usage errors (exit 2), named") {
+    for (const auto& [flags, named] : std::vector<std::pair<std::string, std::string>>{
+             {" -b 4294967297", "--beam-size 4294967297"},
+             {" --cpu-threads 100000", "--cpu-threads"},
+             {" -n nan", "--normalize: nan"},
+             {" --max-length-factor inf", "--max-length-factor: inf"}}) {
+      INFO(flags);
+      Run r = run(f.dir, TX_TRANSLATE_BIN, f.model_args() + flags + in);
+      CHECK(r.status == 2);
+      CHECK(r.out.empty());
+      CHECK(one_line(r.err));
+      CHECK_THAT(r.err, Contains(named));
+    }
+  }
+  SECTION("a --min-length past the model's positions is refused; a huge factor is capped") {
+    Run r = run(f.dir, TX_TRANSLATE_BIN, f.model_args() + " --min-length 40" + in);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.err, Contains("--min-length 40") && Contains("39 output tokens"));
+    Run huge = run(f.dir, TX_TRANSLATE_BIN, f.model_args() + " --max-length-factor 1e30" + in);
+    Run capped = run(f.dir, TX_TRANSLATE_BIN, f.model_args() + " --max-length-factor 100" + in);
+    CHECK(huge.status == 0);
+    CHECK(huge.out == capped.out);
+  }
+  SECTION("sampling at a temperature near 0 is greedy search") {
+    // At 1 / T ~ 1e9 the rounding of x / T alone once underflowed every probability (NaN).
+    Run greedy = run(f.dir, TX_TRANSLATE_BIN, f.model_args() + " -b 1" + in);
+    Run cold = run(f.dir, TX_TRANSLATE_BIN, f.model_args() + " --output-sampling full 1e-9" + in);
+    CHECK(cold.status == 0);
+    CHECK(cold.out == greedy.out);
+  }
+  SECTION("one model's --weights scales its n-best scores, as tx-score's") {
+    const std::string nbest = " --beam-size 2 --n-best 2";
+    Run plain = run(f.dir, TX_TRANSLATE_BIN, f.model_args() + nbest + in);
+    Run twice = run(f.dir, TX_TRANSLATE_BIN, f.model_args() + nbest + " --weights 2" + in);
+    REQUIRE(plain.status == 0);
+    REQUIRE(twice.status == 0);
+    const std::vector<std::string> a = split_lines(plain.out), b = split_lines(twice.out);
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      const size_t ea = a[i].rfind("||| "), eb = b[i].rfind("||| ");
+      CHECK(a[i].substr(0, ea) == b[i].substr(0, eb));  // text and F0 (the model's log-prob)
+      CHECK(std::stod(b[i].substr(eb + 4)) == Approx(2 * std::stod(a[i].substr(ea + 4))));
+    }
+  }
+  SECTION("tx-score: a full disk is an error, and stdin is read from where it stands") {
+    std::ofstream(f.dir.file("two.txt")) << "skipped line\nein Haus ist klein und alt\n";
+    std::ofstream(f.dir.file("ref.txt")) << "ein Haus ist klein und alt\n";
+    // The group's own redirection wins over run_program's.
+    Run full = run(f.dir,
+                   "{ " + std::string(TX_SCORE_BIN) + " -r " + f.dir.file("ref.txt") + " -i " +
+                       f.dir.file("ref.txt") + " > /dev/full; }",
+                   "");
+    CHECK(full.status == 1);
+    CHECK_THAT(full.err, Contains("cannot write the output"));
+    // The shell reads the first line; tx-score the rest: one hypothesis, a perfect match.
+    Run rest = run(f.dir,
+                   "{ read -r skipped; " + std::string(TX_SCORE_BIN) + " -r " +
+                       f.dir.file("ref.txt") + " --score-only; }",
+                   "< " + f.dir.file("two.txt"));
+    CHECK(rest.status == 0);
+    CHECK(rest.out == "100.00\n");
+  }
+  SECTION("a model file with a NaN weight is refused at load, naming the tensor") {
+    const auto& [name, param] = f.params.items().back();
+    f.be->fill(param->value, std::nanf(""));
+    const std::string bad = f.dir.file("nan.safetensors");
+    tx::train::save_model(bad, *f.be, f.config, f.params);
+    Run r =
+        run(f.dir, TX_TRANSLATE_BIN, "-m " + bad + " -v " + f.vocab_path + " " + f.vocab_path + in);
+    CHECK(r.status == 1);
+    CHECK(r.out.empty());
+    CHECK_THAT(r.err, Contains(name) && Contains("nan"));
+  }
+}

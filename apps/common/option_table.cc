@@ -89,8 +89,12 @@ std::vector<OptionSpec> make_registry() {
 
   t.push_back(option("device", OptionType::text, "cpu", "Device to run on: cpu, cuda or cuda:N",
                      kCompute, device, device_spec));
+  // OpenMP fails, or crashes, when asked for tens of thousands of threads.
   t.push_back(option("cpu-threads", OptionType::integer, 0, "CPU threads; 0 = all cores", kCompute,
-                     device, non_negative));
+                     device, [](const json& v) {
+                       const int64_t n = v.get<int64_t>();
+                       return n >= 0 && n <= 1024 ? "" : "must be 0 (all cores) to 1,024";
+                     }));
   t.push_back(
       option("tf32", OptionType::flag, false,
              "cuda: fp32 GEMMs on TF32 tensor cores (inputs rounded to 10-bit "

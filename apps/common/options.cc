@@ -115,6 +115,9 @@ void Options::set(const std::string& name, const json& value, const std::string&
       v.size() > static_cast<size_t>(s.max_values))
     throw UsageError(str(source, ": ", v.dump(), " has ", v.size(), " values; --", name,
                          " takes at most ", s.max_values));
+  // Not through dump(), which writes NaN and infinities as JSON's null.
+  if (s.type == OptionType::number && !std::isfinite(v.get<double>()))
+    throw UsageError(str(source, ": ", v.get<double>(), " is not a finite number"));
   if (s.check) {
     const std::string problem = s.check(v);
     if (!problem.empty()) throw UsageError(str(source, ": ", v.dump(), " ", problem));
@@ -166,6 +169,13 @@ bool Options::flag(const std::string& name) const {
 int64_t Options::integer(const std::string& name) const {
   return value(name).get<int64_t>();
 }
+int Options::int32(const std::string& name) const {
+  const int64_t v = integer(name);
+  if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
+    throw UsageError(str("--", name, " ", v, " is out of range; give at most ",
+                         std::numeric_limits<int32_t>::max()));
+  return static_cast<int>(v);
+}
 double Options::number(const std::string& name) const {
   return value(name).get<double>();
 }
@@ -193,7 +203,7 @@ io::ModelConfig Options::model_config() const {
 
 BackendOptions Options::backend_options() const {
   BackendOptions o;
-  o.threads = static_cast<int>(integer("cpu-threads"));
+  o.threads = int32("cpu-threads");
   o.tf32 = flag("tf32");
   // Decoding's cohorts need blocks of ever new sizes; with a large cache every size the stream
   // recently used stays resident beside the blocks in use (bench/soak/README.md: a d256 stream's

@@ -115,6 +115,9 @@ class Options {
   bool has(const std::string& name) const;  // declared and holds a value
   bool flag(const std::string& name) const;
   int64_t integer(const std::string& name) const;
+  // An integer option a 32-bit field takes (beam size, lengths, threads): a value beyond
+  // int32 is a UsageError, not a truncation.
+  int int32(const std::string& name) const;
   double number(const std::string& name) const;
   std::string text(const std::string& name) const;
   std::vector<std::string> list(const std::string& name) const;

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "core/saturating.h"
 
 namespace tx::data {
 namespace {
@@ -26,7 +27,7 @@ void shuffle(std::vector<T>& v, uint64_t seed, uint64_t epoch, uint64_t stream) 
 Batcher::Batcher(const ParallelCorpus& corpus, const BatcherOptions& options)
     : corpus_(&corpus), options_(options) {
   TX_CHECK(options.max_tokens > 0, "--max-tokens must be > 0 (e.g. 4096)");
-  TX_CHECK(options.max_sentences >= 0, "--max-sentences must be >= 0 (0: no cap)");
+  TX_CHECK(options.max_sentences >= 0, "--mini-batch must be >= 0 (0: no cap)");
   TX_CHECK(options.maxi_batch >= 0, "--maxi-batch must be >= 0 (0: sort the whole corpus)");
   TX_CHECK(corpus.size() > 0,
            "the training corpus has no sentence pair (after filtering); check the files and "
@@ -61,8 +62,8 @@ EpochPlan Batcher::plan(int64_t epoch) const {
   for (int64_t i = 0; i < n; ++i) plan.order[i] = i;
   if (options_.shuffle) shuffle(plan.order, options_.seed, static_cast<uint64_t>(epoch), 0);
 
-  const int64_t window_tokens = options_.maxi_batch * options_.max_tokens;
-  const int64_t window_rows = options_.maxi_batch * options_.max_sentences;
+  const int64_t window_tokens = saturating_mul(options_.maxi_batch, options_.max_tokens);
+  const int64_t window_rows = saturating_mul(options_.maxi_batch, options_.max_sentences);
   auto by_length = [&](int64_t a, int64_t b) {
     if (cost_[a] != cost_[b]) return cost_[a] < cost_[b];
     if (corpus.src_length(a) != corpus.src_length(b))
@@ -157,7 +158,7 @@ void Batcher::seek(const BatchPosition& position) {
   TX_CHECK(position.batch <= count, "cannot resume at batch ", position.batch, " of epoch ",
            position.epoch, ": it has ", count,
            " batches with these data and options; resume with the corpus, --max-tokens, "
-           "--max-sentences, --maxi-batch and --seed of the saved run");
+           "--mini-batch, --maxi-batch and --seed of the saved run");
 }
 
 }  // namespace tx::data

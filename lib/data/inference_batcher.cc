@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/saturating.h"
 
 namespace tx::data {
 namespace {
@@ -73,8 +74,9 @@ bool InferenceBatcher::next(SourceBatch& batch) {
     // Stop before reading a line the window does not need: on a pipe that read would block.
     auto full = [&] {
       const auto count = static_cast<int64_t>(lines.size());
-      return m > 0 && (tokens >= m * options_.max_tokens ||
-                       (options_.max_sentences > 0 && count >= m * options_.max_sentences));
+      return m > 0 &&
+             (tokens >= saturating_mul(m, options_.max_tokens) ||
+              (options_.max_sentences > 0 && count >= saturating_mul(m, options_.max_sentences)));
     };
     std::vector<std::vector<int32_t>> prefixes;
     while (!full() && reader_.next(line)) {

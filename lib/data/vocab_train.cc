@@ -112,9 +112,9 @@ std::string spm_text(const sentencepiece::util::Status& status) {
 
 std::string fix_for(const std::string& spm_message) {
   if (spm_message.find("Vocabulary size too high") != std::string::npos)
-    return "lower --vocab-size or add --hard-vocab-limit false";
+    return "lower --dim-vocabs";
   if (spm_message.find("required_chars") != std::string::npos)
-    return "raise --vocab-size or lower --character-coverage";
+    return "raise --dim-vocabs: the text's characters alone need more pieces";
   return "check the training files and the vocabulary options";
 }
 

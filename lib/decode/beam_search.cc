@@ -101,10 +101,11 @@ void BeamSearchOptions::validate() const {
   TX_CHECK(beam_size >= 1, "--beam-size ", beam_size, " must be at least 1 (1: greedy)");
   TX_CHECK(n_best >= 1 && n_best <= beam_size, "--n-best ", n_best,
            " must be between 1 and --beam-size (", beam_size, ")");
-  TX_CHECK(max_length_a >= 0 && max_length_b >= 0, "--max-length-a ", max_length_a,
-           " and --max-length-b ", max_length_b, " must be >= 0");
+  TX_CHECK(std::isfinite(max_length_a) && max_length_a >= 0 && max_length_b >= 0,
+           "--max-length-factor ", max_length_a, " and --max-length-b ", max_length_b,
+           " must be >= 0");
   TX_CHECK(min_length >= 0, "--min-length ", min_length, " must be >= 0");
-  TX_CHECK(length_penalty >= 0, "--length-penalty ", length_penalty, " must be >= 0 (0: none)");
+  TX_CHECK(length_penalty >= 0, "--normalize ", length_penalty, " must be >= 0 (0: none)");
 }
 
 BeamSearch::BeamSearch(Backend& be, const nn::Transformer& model, BeamSearchOptions options)
@@ -124,6 +125,8 @@ BeamSearch::BeamSearch(Backend& be, std::vector<const nn::Transformer*> models,
   if (weights_.empty()) weights_.assign(models_.size(), 1.0f / float(models_.size()));
   TX_CHECK(weights_.size() == models_.size(), "--weights: ", weights_.size(), " weights for ",
            models_.size(), " models; give one per model");
+  // One model under a weight other than 1 scores as an ensemble of one (as tx-score does).
+  weighted_ = models_.size() > 1 || weights_[0] != 1.0f;
   weights_nonnegative_ =
       std::all_of(weights_.begin(), weights_.end(), [](float w) { return w >= 0.0f; });
   for (size_t m = 0; m < models_.size(); ++m) {
@@ -141,6 +144,10 @@ BeamSearch::BeamSearch(Backend& be, std::vector<const nn::Transformer*> models,
         "); an ensemble's models must share their vocabularies, special ids and decoder start");
     max_positions_ = std::min<int64_t>(max_positions_, o.max_length);
   }
+  // eos is masked until --min-length tokens: past the positions no hypothesis could end.
+  TX_CHECK(options_.min_length < max_positions_, "--min-length ", options_.min_length,
+           " is beyond the ", max_positions_ - 1,
+           " output tokens the model's positions allow; lower it");
   TX_CHECK(config.eos_id >= 0 && config.eos_id < vocab_, "beam search: eos id ", config.eos_id,
            " is outside the target vocabulary of ", vocab_, " ids");
   // pad, bos and unk (unless allowed) are never produced; a model without one has -1.
@@ -165,15 +172,15 @@ int64_t BeamSearch::max_output_length(int64_t source_tokens) const {
     // Marian ends the search after the step t with t + 1 >= factor * (source tokens + eos).
     const double limit =
         static_cast<double>(options_.max_length_a) * static_cast<double>(source_tokens + 1);
-    const auto last = std::max<int64_t>(static_cast<int64_t>(std::ceil(limit)) - 1, 0);
-    return std::min<int64_t>(last, max_positions_ - 1);
+    const double last = std::max(std::ceil(limit) - 1, 0.0);
+    return static_cast<int64_t>(std::min(last, double(max_positions_ - 1)));
   }
-  auto length =
-      static_cast<int64_t>(std::floor(options_.max_length_a * static_cast<float>(source_tokens))) +
-      options_.max_length_b;
-  length = std::max<int64_t>(length, options_.min_length);
+  // In double, clamped before the conversion: a huge factor must not overflow int64.
+  double length = std::floor(double(options_.max_length_a * static_cast<float>(source_tokens))) +
+                  double(options_.max_length_b);
+  length = std::max(length, double(options_.min_length));
   // Step t embeds position t; the last step (t = length) must stay within the encoding.
-  return std::min<int64_t>(length, max_positions_ - 1);
+  return static_cast<int64_t>(std::min(length, double(max_positions_ - 1)));
 }
 
 // Sentences that joined the search together: their state, rows (blocks of
@@ -292,7 +299,7 @@ BeamSearch::Cohort BeamSearch::start(Graph& g, std::vector<SourceSentence> sente
     c.sentences.push_back(std::move(s));
     c.active.push_back(b);
     c.rows.push_back(Row{static_cast<int32_t>(b), model_.config().decoder_start_id, 0.0f, -1, {}});
-    if (models_.size() > 1 && options_.scores) c.rows.back().parts.assign(models_.size(), 0.0f);
+    if (weighted_ && options_.scores) c.rows.back().parts.assign(models_.size(), 0.0f);
   }
   for (const SourceSentence& s : sentences)
     for (int32_t id : s.prefix)
@@ -384,7 +391,7 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
   Var logits = model_.decode_step(g, states[0], token_ids, list ? &list->outputs[0] : nullptr);
   // An ensemble's "logits" are already its weighted log-probs: every use below that would take
   // a log-softmax of them takes them as they are.
-  const bool ensemble = models_.size() > 1;
+  const bool ensemble = weighted_;
   // Each model's log-probs kept apart for the n-best lists' per-model scores.
   const bool breakdown = ensemble && options_.scores;
   std::vector<Tensor> model_lp;
@@ -445,8 +452,12 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
     // softmax (vectorised exp); top-k weighs its k candidates on the host.
     std::vector<float> probs;
     if (o.top_k == 0) {
-      const Tensor p = be_.empty({count, V});
-      be_.softmax(lp, 1.0f / o.temperature, Tensor(), false, p);
+      // Scaled first, then a plain softmax, so that the best token's shifted logit is exactly
+      // 0: the softmax's own scale rounds x / T before the shift, and at T ~ 1e-9 that error
+      // alone (up to 128) underflowed every exp, the best token's too, into NaN probabilities.
+      const Tensor scaled = be_.empty({count, V}), p = be_.empty({count, V});
+      be_.scale(lp, 1.0f / o.temperature, scaled);
+      be_.softmax(scaled, 1.0f, Tensor(), false, p);
       probs = be_.download<float>(p);
     }
     for (int64_t r = 0; r < count; ++r) {

@@ -191,6 +191,7 @@ class BeamSearch {
   std::vector<const nn::Transformer*> models_;
   std::vector<float> weights_;    // one per model
   bool weights_nonnegative_;      // then a step never raises a running score (settled())
+  bool weighted_ = false;         // several models, or one under a weight other than 1
   const nn::Transformer& model_;  // models_[0]: the special ids
   int64_t max_positions_;         // the fewest positions of any model
   BeamSearchOptions options_;

@@ -17,8 +17,12 @@ std::vector<std::string> read_lines(const std::string& path) {
   check_readable_file(path, "text file");
   std::ifstream in(path, std::ios::binary);
   TX_CHECK(in, "cannot open '", path, "': ", std::strerror(errno), "; check the path");
+  return read_lines(in, "'" + path + "'");
+}
+
+std::vector<std::string> read_lines(std::istream& in, const std::string& name) {
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  TX_CHECK(!in.bad(), "cannot read '", path, "'; check the file and its permissions");
+  TX_CHECK(!in.bad(), "cannot read ", name, "; check the file and its permissions");
 
   std::vector<std::string> lines;
   std::size_t begin = 0;
@@ -26,7 +30,7 @@ std::vector<std::string> read_lines(const std::string& path) {
     std::size_t end = bytes.find('\n', begin);
     if (end == std::string::npos) end = bytes.size();
     const std::string_view line(bytes.data() + begin, end - begin);
-    check_utf8_line(line, "'" + path + "'", lines.size() + 1);
+    check_utf8_line(line, name, lines.size() + 1);
     lines.emplace_back(rstrip(line));
     begin = end + 1;
   }

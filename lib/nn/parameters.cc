@@ -1,5 +1,9 @@
 #include "nn/parameters.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -53,6 +57,20 @@ Tensor ParameterSet::make_contiguous(Backend& be) {
   return flat;
 }
 
+void check_finite(const float* x, int64_t n, const std::string& where, const std::string& name) {
+  // An all-ones exponent is NaN or infinity: an integer test the compiler vectorises.
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, sizeof bits);
+    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  if (!bad) return;
+  const int64_t i = std::find_if(x, x + n, [](float v) { return !std::isfinite(v); }) - x;
+  throw Error(str(where, ": tensor '", name, "' holds ", x[i], " at element ", i,
+                  "; the file is damaged or its training diverged (use an earlier checkpoint)"));
+}
+
 void load_parameters(io::TensorFile&& file, Backend& be, const ParameterSet& params,
                      const std::string& where) {
   for (const auto& [name, var] : params.items()) {
@@ -68,9 +86,12 @@ void load_parameters(io::TensorFile&& file, Backend& be, const ParameterSet& par
   for (io::NamedTensor& t : file.tensors) {
     const Tensor& value = params.get(t.name)->value;
     if (t.dtype == DType::f32) {
-      be.copy_from_host(t.data.data(), value);
+      const auto* x = reinterpret_cast<const float*>(t.data.data());
+      check_finite(x, t.shape.numel(), where, t.name);
+      be.copy_from_host(x, value);
     } else {
       const std::vector<float> wide = t.to_floats();
+      check_finite(wide.data(), t.shape.numel(), where, t.name);
       be.copy_from_host(wide.data(), value);
     }
     std::vector<uint8_t>().swap(t.data);

@@ -134,9 +134,12 @@ void load_tensors(io::SafetensorsReader& reader, Backend& be, const std::vector<
   for (const Target& t : targets) {
     io::NamedTensor h = reader.read(t.name);
     if (h.dtype == DType::f32) {
-      be.copy_from_host(h.data.data(), t.dst);
+      const auto* x = reinterpret_cast<const float*>(h.data.data());
+      nn::check_finite(x, h.shape.numel(), where, t.name);
+      be.copy_from_host(x, t.dst);
     } else {
       std::vector<float> wide = h.to_floats();  // f16 / bf16 model files
+      nn::check_finite(wide.data(), h.shape.numel(), where, t.name);
       be.copy_from_host(wide.data(), t.dst);
     }
   }

@@ -82,10 +82,12 @@ void RunFiles::catch_up_models(int64_t update, bool quiet) {
   save_models(update);
 }
 
-void RunFiles::save_best(const std::string& metric) {
+void RunFiles::save_best(const std::string& metric, int64_t update) {
   if (!writer_) return;
+  std::map<std::string, std::string> meta = model_meta_;
+  meta[kUpdateKey] = std::to_string(update);
   save_model((fs::path(o_.model_dir) / ("model.best-" + metric + ".safetensors")).string(), be_,
-             config_, params_, model_meta_);
+             config_, params_, meta);
 }
 
 }  // namespace tx::train

@@ -38,9 +38,9 @@ class RunFiles {
   // save behind the checkpoint of `update`: writes the checkpoint's weights there (and the
   // missing snapshot), saying so unless `quiet`.
   void catch_up_models(int64_t update, bool quiet);
-  // model.best-<metric>.safetensors of the weights as they are now (validation swaps the
-  // smoothed weights in around it).
-  void save_best(const std::string& metric);
+  // model.best-<metric>.safetensors of the weights as they are now, from `update` (validation
+  // swaps the smoothed weights in around it).
+  void save_best(const std::string& metric, int64_t update);
 
  private:
   Backend& be_;

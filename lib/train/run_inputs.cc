@@ -243,6 +243,9 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
 
   // ---- data ---------------------------------------------------------------------------------
   data::CorpusOptions& corpus_options = in.corpus_options;
+  // The limit below is in pieces beside eos; 0 would mean no limit at all.
+  TX_CHECK(config.max_length >= 2, "--max-length ", config.max_length,
+           " leaves no position for a piece beside eos; give 2 or more");
   corpus_options.max_src_tokens = corpus_options.max_tgt_tokens = config.max_length - 1;
   in.corpus = std::make_unique<data::ParallelCorpus>(
       data::load_parallel_corpus(o.train_src, o.train_tgt, *src_vocab, tgt_vocab, corpus_options));

@@ -197,7 +197,7 @@ bool validate(const Validator* validator, const nn::Transformer& model, int64_t 
   line += best ? " : new best" : str(" : stalled ", stopper.stalled(), " times");
   if (!quiet) log(line);
   files.write_json(j);
-  if (best) files.save_best(stopper.metric());
+  if (best) files.save_best(stopper.metric(), update);
   smoothing.swap();
   if (!stopper.should_stop()) return false;
   if (!quiet)
@@ -336,7 +336,14 @@ TrainerResult Trainer::run() {
              "' holds no tx-train data position; remove it or use another --model directory");
     batcher.seek({state.data_position[0], state.data_position[1]});
     epoch_sentences = state.data_position[2];
-    if (validate_on && state.early_stopping.validations > 0) stopper.restore(state.early_stopping);
+    if (validate_on && state.early_stopping.validations > 0) {
+      // Another first --valid-metrics: its best score and stalled count start afresh.
+      if (state.early_stopping.metric == stopper.metric())
+        stopper.restore(state.early_stopping);
+      else if (!quiet)
+        log("early stopping: the checkpoint tracked ", state.early_stopping.metric,
+            "; this run tracks ", stopper.metric(), " from its next validation");
+    }
     result.resumed = true;
     if (!quiet)
       log("resuming from ", ckpt, " at update ", grouped(state.update), ", epoch ",
@@ -450,13 +457,17 @@ TrainerResult Trainer::run() {
   DisplaySpan span;
   // The update's batches, every process's (they all count them); null once --after-epochs
   // epochs are done.
+  // The log names the epoch of an update's last batch and counts the sentences of that epoch,
+  // even when the next update will start another epoch.
+  int64_t update_epoch = batcher.position().epoch + 1;
   auto next_batch = [&]() -> const data::Batch* {
     for (;;) {
       if (o.after_epochs > 0 && batcher.position().epoch >= o.after_epochs) return nullptr;
       if (batcher.next(batch)) break;
-      epoch_sentences = 0;
       if (!quiet) log("Ep. ", batcher.position().epoch, " : finished");
     }
+    if (batcher.position().batch == 1) epoch_sentences = 0;  // the epoch's first batch
+    update_epoch = batcher.position().epoch + 1;
     span.words += batch.tgt_tokens();
     epoch_sentences += batch.size;
     return &batch;
@@ -472,6 +483,16 @@ TrainerResult Trainer::run() {
            : budget.spent()         ? StopCause::time_budget
                                     : StopCause::none;
   };
+  // Early stopping that ended the run before it was started again: nothing to train, as for
+  // spent updates or minutes (raising --early-stopping goes on).
+  if (validate_on && stopper.should_stop()) {
+    if (!quiet)
+      log("early stopping: ", stopper.metric(), " did not improve in ", stopper.stalled(),
+          " validations in a row before this run; nothing to train (raise --early-stopping to "
+          "go on)");
+    result.early_stopped = true;
+    done = true;
+  }
   bool spent_at_start = budget.spent();
   if (ranks > 1) world.broadcast(&spent_at_start, sizeof spent_at_start, 0);
   while (!done && !spent_at_start && !schedule.finished(state.update) &&
@@ -498,7 +519,7 @@ TrainerResult Trainer::run() {
       else
         log("update ", grouped(state.update), ": gradient norm is not finite; update skipped");
     }
-    const int64_t epoch = batcher.position().epoch + 1;
+    const int64_t epoch = update_epoch;
     if (!quiet && stderr_is_terminal()) {
       const double secs = span.seconds();
       std::string eta;
@@ -548,6 +569,10 @@ TrainerResult Trainer::run() {
   }
 
   progress_done();
+  // The updates since the last log line (a run that ends between two --disp-freq lines).
+  if (span.updates > 0)
+    log_span(span, update_epoch, state.update, epoch_sentences, lr, be_, scaler, world, files,
+             result, quiet);
   save();
   if (!quiet)
     log("training finished at update ", grouped(state.update), "; saved ", ckpt, " and ",
