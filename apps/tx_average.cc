@@ -50,11 +50,14 @@ int average(const tx::app::Options& options) {
   const std::string output = options.text("output");
   for (const std::string& in : inputs) tx::app::detail(options, "input: ", in);
   const tx::train::AverageSummary s = tx::train::average_checkpoints(inputs, output);
-  tx::app::info(options, "averaged ", s.inputs, " checkpoint", s.inputs == 1 ? "" : "s", ": ",
-                s.tensors, " tensors, ", grouped(s.parameters), " parameters -> ", output,
-                s.skipped_tensors
-                    ? tx::str(" (left out ", s.skipped_tensors, " optimizer-state tensors)")
-                    : std::string());
+  tx::app::info(
+      options, "averaged ", s.inputs, " checkpoint", s.inputs == 1 ? "" : "s", ": ", s.tensors,
+      " tensors, ", grouped(s.parameters), " parameters -> ", output,
+      s.smoothed_inputs ? tx::str(" (the smoothed weights of ", s.smoothed_inputs,
+                                  " training checkpoint", s.smoothed_inputs == 1 ? ")" : "s)")
+                        : std::string(),
+      s.skipped_tensors ? tx::str(" (left out ", s.skipped_tensors, " optimizer-state tensors)")
+                        : std::string());
   return 0;
 }
 

@@ -246,3 +246,31 @@ TEST_CASE("average: tx-average --dump-config prints the resolved options as JSON
   CHECK(j.at("output") == "other.st");
   CHECK(j.at("inputs") == nlohmann::json{"x.st", "y.st"});
 }
+
+TEST_CASE(
+    "average: checkpoints of one run that changed its dropout average; a smoothing run's "
+    "checkpoint gives its smoothed weights",
+    "[average]") {
+  TempDir dir;
+  tx::io::ModelConfig resumed = small_config();
+  resumed.dropout = 0.3f;  // training choices a resumed run may change
+  resumed.label_smoothing = 0.2f;
+  resumed.alignment_head = 1;
+  const std::string a = write(dir, "a.st", checkpoint({1, 2}, {1, 2}, false));
+  const std::string b = write(dir, "b.st", checkpoint({3, 6}, {3, 4}, false, resumed));
+  const std::string out = dir.file("out.st");
+  tx::train::average_checkpoints({a, b}, out);
+  CHECK(tx::io::read_safetensors(out).get("w").to_floats() == std::vector<float>{2, 4});
+
+  // "ema.<name>" beside the raw weights (tx-train --exponential-smoothing): the model.
+  TensorFile smoothed = checkpoint({100, 200}, {1, 2}, true);
+  smoothed.add(NamedTensor::from_floats("ema.w", DType::f32, {2}, {5, 10}));
+  smoothed.add(NamedTensor::from_floats("ema.h16", DType::f16, {1, 2}, {1, 2}));
+  smoothed.add(NamedTensor::from_floats("ema.hb16", DType::bf16, {2}, {1, 2}));
+  const std::string c = write(dir, "c.st", smoothed);
+  const tx::train::AverageSummary s = tx::train::average_checkpoints({a, c}, out);
+  CHECK(tx::io::read_safetensors(out).get("w").to_floats() == std::vector<float>{3, 6});
+  CHECK(s.smoothed_inputs == 1);
+  CHECK(s.skipped_tensors == 2);  // Adam's m and v
+  CHECK(tx::io::read_safetensors(out).find("ema.w") == nullptr);
+}

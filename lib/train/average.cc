@@ -17,7 +17,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// Adam's moments and the smoothed weights of a training checkpoint: not the model's.
+// Adam's moments and the smoothed weights of a training checkpoint: not parameters of their
+// own names.
 bool is_optimiser_state(const std::string& name) {
   return name.compare(0, std::strlen("adam."), "adam.") == 0 ||
          name.compare(0, std::strlen(kSmoothedPrefix), kSmoothedPrefix) == 0;
@@ -41,12 +42,14 @@ io::ModelConfig config_of(const io::SafetensorsReader& reader) {
   return io::ModelConfig::from_json_string(it->second, str("checkpoint '", reader.path(), "'"));
 }
 
-// "d_model 512 vs 1024, heads 8 vs 16": the fields in which two configs differ.
+// "d_model 512 vs 1024, heads 8 vs 16": the architecture fields in which two configs differ
+// ("" when none). Training choices (dropout, label smoothing, the alignment head) may change
+// when a run resumes, so its snapshots may differ in them.
 std::string config_difference(const io::ModelConfig& a, const io::ModelConfig& b) {
   const json ja = a.to_json(), jb = b.to_json();
   std::string out;
   for (const auto& [key, value] : ja.items()) {
-    if (jb.at(key) == value) continue;
+    if (jb.at(key) == value || is_training_choice(key)) continue;
     if (!out.empty()) out += ", ";
     out += str(key, " ", value.dump(), " vs ", jb.at(key).dump());
   }
@@ -58,10 +61,10 @@ std::vector<const io::TensorEntry*> parameters_of(const io::SafetensorsReader& r
                                                   size_t* skipped) {
   std::vector<const io::TensorEntry*> out;
   for (const io::TensorEntry& e : reader.entries()) {
-    if (is_optimiser_state(e.name))
-      ++*skipped;
-    else
+    if (!is_optimiser_state(e.name))
       out.push_back(&e);
+    else if (e.name.compare(0, std::strlen(kSmoothedPrefix), kSmoothedPrefix) != 0)
+      ++*skipped;  // Adam's; the smoothed weights are read in their parameters' place
   }
   return out;
 }
@@ -101,7 +104,7 @@ AverageSummary average_imported(const std::vector<std::string>& inputs, const st
   }
   const formats::ModelFile& first = models.front();
   for (size_t i = 1; i < models.size(); ++i) {
-    TX_CHECK(models[i].config == first.config, "model '", inputs[i],
+    TX_CHECK(config_difference(first.config, models[i].config).empty(), "model '", inputs[i],
              "' has another architecture than '", inputs.front(), "' (",
              config_difference(first.config, models[i].config),
              "); average models of one training run");
@@ -161,8 +164,8 @@ AverageSummary average_checkpoints(const std::vector<std::string>& inputs,
   for (size_t i = 1; i < readers.size(); ++i) {
     const io::SafetensorsReader& r = *readers[i];
     const io::ModelConfig c = config_of(r);
-    TX_CHECK(c == config, "checkpoint '", r.path(), "' has another model config than '",
-             first.path(), "' (", config_difference(config, c),
+    TX_CHECK(config_difference(config, c).empty(), "checkpoint '", r.path(),
+             "' has another model config than '", first.path(), "' (", config_difference(config, c),
              "); average checkpoints of one model (one training run)");
     check_same_tensors(first, params, r, parameters_of(r, &summary.skipped_tensors));
   }
@@ -175,10 +178,16 @@ AverageSummary average_checkpoints(const std::vector<std::string>& inputs,
   out.metadata[io::kModelConfigKey] = config.to_json_string();
   out.metadata["tx.averaged_from"] = json(inputs).dump();
   const double scale = 1.0 / static_cast<double>(inputs.size());
+  // A training checkpoint of an --exponential-smoothing run holds its model as "ema.<name>":
+  // that, not the raw weights beside it, is what its model file would hold.
+  for (auto& reader : readers)
+    if (reader->find(kSmoothedPrefix + params.front()->name)) ++summary.smoothed_inputs;
   for (const io::TensorEntry* e : params) {
     std::vector<double> sum(static_cast<size_t>(e->shape.numel()), 0.0);
     for (auto& reader : readers) {
-      const std::vector<float> values = reader->read(e->name).to_floats();
+      const std::string smoothed = kSmoothedPrefix + e->name;
+      const std::vector<float> values =
+          reader->read(reader->find(smoothed) ? smoothed : e->name).to_floats();
       for (size_t k = 0; k < sum.size(); ++k) sum[k] += values[k];
     }
     std::vector<float> mean(sum.size());

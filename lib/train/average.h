@@ -19,10 +19,13 @@ struct AverageSummary {
   size_t tensors = 0;          // parameter tensors written
   int64_t parameters = 0;      // their elements
   size_t skipped_tensors = 0;  // optimiser state left out, summed over the inputs
+  size_t smoothed_inputs = 0;  // checkpoints whose smoothed weights ("ema.*") were averaged
 };
 
-// Writes to `output` the mean of the inputs' parameters. Every input must carry the same
-// ModelConfig ("tx.model_config") and the same parameter names, shapes and dtypes; each
+// Writes to `output` the mean of the inputs' parameters: of a training checkpoint with
+// smoothed weights (--exponential-smoothing), those, as its model file holds. Every input must
+// carry the same architecture ("tx.model_config" less the training choices that may change on
+// resume: is_training_choice) and the same parameter names, shapes and dtypes; each
 // difference is a tx::Error naming the file and the tensor or config field. Sums are kept in
 // double, tensor by tensor, reading the inputs on demand, so memory stays near one model (the
 // output) plus one tensor. f16 and bf16 tensors are averaged as floats and written back in

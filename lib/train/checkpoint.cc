@@ -49,16 +49,6 @@ io::TensorFile model_file(Backend& be, const io::ModelConfig& config,
   return file;
 }
 
-// Training choices that may change between runs of one model; every other field shapes the
-// parameters or the function they compute. The alignment layer and head only name which
-// attention --alignment reads (and --guided-alignment trains): a plain model may be fine-tuned
-// to align.
-bool is_training_choice(const std::string& key) {
-  return key == "dropout" || key == "attention_dropout" || key == "relu_dropout" ||
-         key == "dropout_src" || key == "dropout_trg" || key == "label_smoothing" ||
-         key == "alignment_layer" || key == "alignment_head";
-}
-
 // Parses the file's config and requires its architecture to equal `config`'s.
 void check_config(const std::string& path, const std::map<std::string, std::string>& metadata,
                   const io::ModelConfig& config) {
@@ -152,6 +142,16 @@ std::vector<Target> param_targets(const nn::ParameterSet& params) {
 }
 
 }  // namespace
+
+// Training choices that may change between runs of one model; every other field shapes the
+// parameters or the function they compute. The alignment layer and head only name which
+// attention --alignment reads (and --guided-alignment trains): a plain model may be fine-tuned
+// to align.
+bool is_training_choice(const std::string& key) {
+  return key == "dropout" || key == "attention_dropout" || key == "relu_dropout" ||
+         key == "dropout_src" || key == "dropout_trg" || key == "label_smoothing" ||
+         key == "alignment_layer" || key == "alignment_head";
+}
 
 void save_model(const std::string& path, Backend& be, const io::ModelConfig& config,
                 const nn::ParameterSet& params, const std::map<std::string, std::string>& extra) {

@@ -59,6 +59,11 @@ io::ModelConfig read_model_config(const std::string& path);
 void load_model(const std::string& path, Backend& be, const io::ModelConfig& config,
                 const nn::ParameterSet& params);
 
+// Config fields that are choices of a training run, not of the model's function: dropout
+// rates, label smoothing, the alignment layer and head. A resumed run may change them, so the
+// checkpoints of one run may differ in them.
+bool is_training_choice(const std::string& config_key);
+
 // Tensors saved beside the parameters under their own names (the smoothed weights,
 // "ema.<parameter>": train/smoothing.h).
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
