@@ -342,3 +342,44 @@ TEST_CASE("tx-train: a --max-length without room for a piece, a --dim-vocabs bey
   CHECK_THAT(huge.err, Catch::Contains("--dim-vocabs 4294967596"));
   CHECK_FALSE(fs::exists(dir.file("v")));
 }
+
+TEST_CASE("tx-train: a tx model is fine-tuned and resumed on its own vocabularies only",
+          "[train_cli]") {
+  TempDir dir;
+  Run base = tx_train(dir, tiny_flags(dir, "base") + " --after-updates 2");
+  INFO(base.err);
+  REQUIRE(base.status == 0);
+  // The same text in other letters: a vocabulary of the same size, every piece another.
+  for (const char* side : {"src", "tgt"}) {
+    std::string text = tx::test::slurp(dir.file(std::string("train.") + side));
+    for (char& c : text)
+      if (c >= 'a' && c <= 'h') c = char(c + 12);
+    tx::test::write_file(dir.file(std::string("other.") + side), text);
+  }
+  std::string other_flags = tiny_flags(dir, "other");
+  for (const char* side : {".src", ".tgt"})
+    other_flags.replace(other_flags.find(std::string("train") + side), 5, "other");
+  Run other = tx_train(dir, other_flags + " --after-updates 1");
+  REQUIRE(other.status == 0);
+  REQUIRE(tx::test::split_lines(tx::test::slurp(dir.file("other/vocab.vocab"))).size() ==
+          tx::test::split_lines(tx::test::slurp(dir.file("base/vocab.vocab"))).size());
+
+  const std::string fine_tune = "--train-sets " + dir.file("train.src") + " " +
+                                dir.file("train.tgt") + " --pretrained-model " +
+                                dir.file("base/model.safetensors") +
+                                " --max-tokens 128 --cpu-threads 1 --after-updates 1";
+  // Without -v: the vocabulary beside the model, copied into the new run's directory.
+  Run ft = tx_train(dir, fine_tune + " --model " + dir.file("ft"));
+  INFO(ft.err);
+  CHECK(ft.status == 0);
+  CHECK(tx::test::slurp(dir.file("ft/vocab.spm")) == tx::test::slurp(dir.file("base/vocab.spm")));
+  // Another vocabulary of the model's size: refused, when fine-tuning and when resuming.
+  const std::string wrong = " --vocabs " + dir.file("other/vocab.spm");
+  Run ft_wrong = tx_train(dir, fine_tune + " --model " + dir.file("ft2") + wrong);
+  CHECK(ft_wrong.status == 1);
+  CHECK_THAT(ft_wrong.err, Catch::Contains("not the one") && Catch::Contains("--vocabs"));
+  Run resume_wrong = tx_train(dir, tiny_flags(dir, "base") + " --after-updates 3" + wrong);
+  CHECK(resume_wrong.status == 1);
+  CHECK_THAT(resume_wrong.err, Catch::Contains("not the one"));
+  CHECK(checkpoint_update(dir.file("base/checkpoint.safetensors")) == 2);
+}

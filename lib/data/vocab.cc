@@ -4,12 +4,14 @@
 #include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/rng.h"
 #include "core/utf8.h"
 
 namespace tx::data {
@@ -289,6 +291,17 @@ std::string Vocab::piece(int32_t id) const {
   TX_CHECK(id >= 0 && id < size(), "id ", id, " is outside the vocabulary '", path_, "' (0..",
            size() - 1, ")");
   return table_.empty() ? sp_->IdToPiece(id) : table_[id];
+}
+
+std::string Vocab::fingerprint() const {
+  uint64_t h = mix64(static_cast<uint64_t>(size()));
+  for (int32_t id = 0; id < size(); ++id) {
+    for (const unsigned char c : piece(id)) h = mix64(h ^ c);
+    h = mix64(h ^ (0x100u + static_cast<uint64_t>(id)));  // the piece's end: above any byte
+  }
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
+  return text;
 }
 
 int32_t Vocab::size() const {

@@ -72,6 +72,10 @@ class Vocab {
   std::string piece(int32_t id) const;
 
   int32_t size() const;
+  // A hash of the pieces in id order (16 hex digits): two vocabularies of one size but other
+  // pieces or ids differ in it. tx-train records it, so that a model is never resumed or
+  // fine-tuned on a vocabulary that only has its size.
+  std::string fingerprint() const;
   int32_t pad_id() const { return pad_; }
   int32_t unk_id() const { return unk_; }
   int32_t bos_id() const { return bos_; }

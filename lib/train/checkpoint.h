@@ -41,6 +41,8 @@ constexpr const char* kAdamMPrefix = "adam.m.";
 constexpr const char* kAdamVPrefix = "adam.v.";
 // Metadata of the model files tx-train writes: the update their weights are from.
 constexpr const char* kUpdateKey = "update";
+// ... and the pieces of their vocabularies, source then target (data::Vocab::fingerprint).
+constexpr const char* kVocabFingerprintKey = "vocab_fingerprint";
 
 // Writes the parameters and the config. `extra` adds metadata entries (e.g. the options the
 // model was trained with); "tx." keys are reserved.

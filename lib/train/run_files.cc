@@ -41,8 +41,8 @@ void RunFiles::save(const TrainingState& state, const Adam& adam) {
   // The vocabularies a run was given (Marian's) go into the checkpoint as well: a resume
   // without -v finds them there when a crash left no model file.
   std::map<std::string, std::string> extra;
-  if (const auto it = model_meta_.find(formats::kVocabsKey); it != model_meta_.end())
-    extra.insert(*it);
+  for (const char* key : {formats::kVocabsKey, kVocabFingerprintKey})
+    if (const auto it = model_meta_.find(key); it != model_meta_.end()) extra.insert(*it);
   save_checkpoint(Trainer::checkpoint_path(o_.model_dir), be_, config_, params_, adam, state, extra,
                   smoothing_.tensors());
   save_models(state.update);

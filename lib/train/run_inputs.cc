@@ -1,6 +1,8 @@
 #include "train/run_inputs.h"
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <vector>
 
 #include "core/error.h"
@@ -8,11 +10,20 @@
 #include "core/log.h"
 #include "core/text_file.h"
 #include "data/vocab_train.h"
+#include "io/atomic_file.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
 namespace tx::train {
 namespace {
+
+// A small file's bytes (a vocabulary), for a copy.
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  TX_CHECK(in.good() || in.eof(), "cannot read '", path, "'; check the file and its permissions");
+  return bytes;
+}
 
 namespace fs = std::filesystem;
 
@@ -145,11 +156,35 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
       }
     }
   }
+  const bool tx_pretrained =
+      !o.pretrained_model.empty() && pretrained.vocabs.kind == formats::VocabKind::tx;
   if (src_vocab_path.empty()) {
-    const bool joint = o.model.tied_embeddings == io::TiedEmbeddings::all;
+    const io::TiedEmbeddings tied =
+        tx_pretrained ? pretrained.config.tied_embeddings : o.model.tied_embeddings;
+    const bool joint = tied == io::TiedEmbeddings::all;
+    const std::vector<std::string> names =
+        joint ? std::vector<std::string>{"vocab.spm"}
+              : std::vector<std::string>{"vocab.src.spm", "vocab.tgt.spm"};
     const fs::path dir(o.model_dir);
-    src_vocab_path = (dir / (joint ? "vocab.spm" : "vocab.src.spm")).string();
-    tgt_vocab_path = (dir / (joint ? "vocab.spm" : "vocab.tgt.spm")).string();
+    src_vocab_path = (dir / names.front()).string();
+    tgt_vocab_path = (dir / names.back()).string();
+    // Fine-tuning a tx model: its vocabularies are the files tx-train wrote beside it, copied
+    // into this run's directory (a resume finds them there); never new ones trained here.
+    if (tx_pretrained && !fs::exists(src_vocab_path)) {
+      const fs::path from = fs::path(o.pretrained_model).parent_path();
+      for (const std::string& name : names)
+        TX_CHECK(fs::exists(from / name), "the model '", o.pretrained_model,
+                 "' has no vocabulary '", (from / name).string(),
+                 "' beside it; give the vocabularies it was trained with (--vocabs)");
+      if (writer)
+        for (const std::string& name : names) {
+          io::AtomicFile copy((dir / name).string());
+          copy.write(file_bytes((from / name).string()));
+          copy.commit();
+        }
+      if (!quiet)
+        log("fine-tuning on the vocabularies of ", o.pretrained_model, ": ", from.string());
+    }
   }
   const bool joint_vocab = src_vocab_path == tgt_vocab_path;
   std::unique_ptr<data::Vocab>&src_vocab = in.src_vocab, &tgt_vocab_own = in.tgt_vocab_own;
@@ -176,6 +211,30 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
     if (!writer) load_vocabs();
   }
   const data::Vocab& tgt_vocab = tgt_vocab_own ? *tgt_vocab_own : *src_vocab;
+  // The pieces the model was trained on, recorded in its files and its checkpoint: a size
+  // alone would let another vocabulary of that size through, every id meaning another piece.
+  const std::string fingerprint = src_vocab->fingerprint() + " " + tgt_vocab.fingerprint();
+  model_meta[kVocabFingerprintKey] = fingerprint;
+  auto check_fingerprint = [&](const std::string& file, const std::string& fix) {
+    std::map<std::string, std::string> meta;
+    try {
+      meta = read_checkpoint_metadata(file);
+    } catch (const Error&) {  // unreadable: its own load says why
+      return;
+    }
+    const auto it = meta.find(kVocabFingerprintKey);
+    TX_CHECK(it == meta.end() || it->second == fingerprint,
+             joint_vocab ? str("the vocabulary '", src_vocab->path(), "' is not the one")
+                         : str("the vocabularies '", src_vocab->path(), "' and '", tgt_vocab.path(),
+                               "' are not the ones"),
+             " '", file, "' was trained on (other pieces under the same ids); ", fix);
+  };
+  if (tx_pretrained)
+    check_fingerprint(o.pretrained_model, "give the vocabularies it was trained with (--vocabs)");
+  if (fs::exists(Trainer::checkpoint_path(o.model_dir)))
+    check_fingerprint(Trainer::checkpoint_path(o.model_dir),
+                      "resume with the run's own vocabularies, or train into a new --model "
+                      "directory");
   // A fresh run on Marian-layout vocabularies (vocab_at): the model takes Marian's ids.
   const bool marian_ids = o.pretrained_model.empty() && marian_numbering(*src_vocab);
   if (o.pretrained_model.empty())
