@@ -178,7 +178,7 @@ int train(const Options& options) {
                               std::to_string(alphas.size()) + " values");
   for (const std::string& a : alphas) {
     const std::optional<double> x = tx::app::parse_number(a);
-    if (!x || *x < 0)
+    if (!x || *x < 0 || !std::isfinite(static_cast<float>(*x)))
       throw tx::app::UsageError("--sentencepiece-alphas: '" + a +
                                 "' is not an alpha (a number >= 0; 0 keeps the best segmentation)");
     t.sentencepiece_alphas.push_back(static_cast<float>(*x));

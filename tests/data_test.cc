@@ -175,6 +175,14 @@ TEST_CASE("data text lines: NUL bytes and UTF-16 are refused with the fix that f
              StartsWith("invalid UTF-8 at byte 1 (0xe9)") && Contains("LATIN1"));
   CHECK_THAT(describe_text_line_problem(std::string("\xFF\xFEh\0i\0", 6)),
              StartsWith("invalid UTF-8 at byte 1 (0xff)") && Contains("looks like UTF-16"));
+  // UTF-32's little-endian mark starts as UTF-16's; its big-endian one with NULs.
+  CHECK_THAT(describe_text_line_problem(std::string("\xFF\xFE\0\0h\0\0\0", 8)),
+             Contains("looks like UTF-32") && Contains("iconv -f UTF-32 -t UTF-8"));
+  CHECK_THAT(describe_text_line_problem(std::string("\0\0\xFE\xFF\0\0\0h", 8)),
+             Contains("iconv -f UTF-32"));
+  // The metrics' reader (sacreBLEU's rules) gives the same conversion.
+  CHECK_THROWS_WITH(tx::check_utf8_line(std::string("\xFE\xFF\0h", 4), "hyps", 1),
+                    Contains("iconv -f UTF-16 -t UTF-8"));
 }
 
 // ---- vocabulary -------------------------------------------------------------------------------

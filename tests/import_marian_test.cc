@@ -610,6 +610,11 @@ TEST_CASE("tx-average of a Marian model with itself translates as marian-decoder
   Run a = run_program(dir, TX_AVERAGE_BIN, model + " " + model + " -o " + avg);
   INFO(a.err);
   REQUIRE(a.status == 0);
+  // A tx file first, the Marian model second: one line naming both, not a misread header.
+  Run mixed = run_program(dir, TX_AVERAGE_BIN,
+                          avg + " " + model + " -o " + dir.file("mixed.safetensors"));
+  CHECK(mixed.status == 1);
+  CHECK_THAT(mixed.err, Catch::Contains(model) && Catch::Contains("one format"));
   // No -v: the averaged file names the vocabularies of model.npz.decoder.yml.
   Run r = run_program(dir, TX_TRANSLATE_BIN,
                       "-m " + avg +

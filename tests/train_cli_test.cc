@@ -383,3 +383,18 @@ TEST_CASE("tx-train: a tx model is fine-tuned and resumed on its own vocabularie
   CHECK_THAT(resume_wrong.err, Catch::Contains("not the one"));
   CHECK(checkpoint_update(dir.file("base/checkpoint.safetensors")) == 2);
 }
+
+TEST_CASE("tx-train: a directory for --vocabs or --config, an alpha beyond float: named",
+          "[train_cli]") {
+  TempDir dir;
+  fs::create_directories(dir.file("voc"));
+  Run vocab = tx_train(dir, tiny_flags(dir) + " --vocabs " + dir.file("voc"));
+  CHECK(vocab.status == 1);
+  CHECK_THAT(vocab.err, Catch::Contains("it is a directory"));
+  Run config = tx_train(dir, tiny_flags(dir) + " --config " + dir.file("voc"));
+  CHECK(config.status == 2);
+  CHECK_THAT(config.err, Catch::Contains("it is a directory"));
+  Run alpha = tx_train(dir, tiny_flags(dir) + " --sentencepiece-alphas 1e308");
+  CHECK(alpha.status == 2);
+  CHECK_THAT(alpha.err, Catch::Contains("'1e308' is not an alpha"));
+}

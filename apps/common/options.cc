@@ -3,6 +3,7 @@
 #include "common/options.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -217,6 +218,9 @@ BackendOptions Options::backend_options() const {
 
 json read_config_file(const std::string& path, Program program) {
   const std::string where = str("--config '", path, "'");
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw UsageError(str(where, ": it is a directory; give a JSON file of options"));
   std::ifstream in(path);
   if (!in) throw UsageError(str(where, ": cannot open the file; check the path"));
   std::stringstream text;

@@ -27,17 +27,18 @@ void check_readable_file(const std::string& path, const std::string& what) {
 }
 
 std::string describe_text_line_problem(std::string_view line) {
-  constexpr const char* kUtf16 =
-      "; the file looks like UTF-16: convert it with iconv -f UTF-16 -t UTF-8";
   const std::string invalid = describe_invalid_utf8(line);
   const size_t nul = line.find('\0');
-  // A UTF-16 byte-order mark (FF FE or FE FF) is invalid UTF-8 at byte 1 of the first line.
-  const bool bom = line.size() >= 2 && ((line[0] == '\xff' && line[1] == '\xfe') ||
-                                        (line[0] == '\xfe' && line[1] == '\xff'));
+  // A byte-order mark (UTF-16's FF FE or FE FF, UTF-32's) is invalid UTF-8 at byte 1 of the
+  // first line, or a NUL.
+  const std::string convert = conversion_for(line);
+  const bool bom = convert.rfind("e.g.", 0) != 0;
+  if (bom)  // "iconv -f UTF-16 ...": the encoding is the word after "-f "
+    return str(invalid.empty() ? "a byte-order mark" : invalid, "; the file looks like ",
+               convert.substr(convert.find("-f ") + 3, 6), ": convert it with ", convert);
   if (!invalid.empty() && (nul == std::string_view::npos || find_invalid_utf8(line) < nul))
     return invalid +
-           (bom ? kUtf16
-                : "; convert the file to UTF-8 (e.g. iconv -f LATIN1 -t UTF-8) or remove the line");
+           "; convert the file to UTF-8 (e.g. iconv -f LATIN1 -t UTF-8) or remove the line";
   if (nul != std::string_view::npos)
     return str("NUL byte at byte ", nul + 1,
                "; text files have none: if the file is UTF-16, convert it with iconv -f UTF-16 -t "

@@ -17,6 +17,10 @@ std::size_t find_invalid_utf8(std::string_view bytes);
 // "invalid UTF-8 at byte 17 (0xff)": for error messages that add the file and line.
 std::string describe_invalid_utf8(std::string_view bytes);
 
+// The iconv command that makes UTF-8 of a file starting with `first_line`: by its byte-order
+// mark, UTF-32 or UTF-16; else a guess at LATIN1, prefixed "e.g.".
+std::string conversion_for(std::string_view first_line);
+
 // Throws tx::Error naming `source` (e.g. "hypotheses" or a file name), the 1-based line number,
 // the byte offset and the fix, when `line` is not valid UTF-8.
 void check_utf8_line(std::string_view line, const std::string& source, std::size_t line_number);

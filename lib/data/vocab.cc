@@ -20,9 +20,12 @@ static_assert(std::is_same_v<int, int32_t>, "SentencePiece's ids are int; tx's a
 
 namespace {
 
-bool is_file(const std::string& path) {
+// Why `path` cannot be a vocabulary file ("no such file", "it is a directory"), or "".
+std::string not_a_file(const std::string& path) {
   struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  if (::stat(path.c_str(), &st) != 0) return "no such file";
+  if (S_ISDIR(st.st_mode)) return "it is a directory";
+  return S_ISREG(st.st_mode) ? "" : "not a regular file";
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -33,7 +36,8 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }  // namespace
 
 void Vocab::load_spm(const std::string& path, const char* fix) {
-  TX_CHECK(is_file(path), "cannot load vocabulary '", path, "': no such file; ", fix);
+  TX_CHECK(not_a_file(path).empty(), "cannot load vocabulary '", path, "': ", not_a_file(path),
+           "; ", fix);
   sp_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
   sentencepiece::util::Status status;
   try {
@@ -87,8 +91,8 @@ Vocab Vocab::pieces(const std::string& spm, const std::string& table) {
 }
 
 void Vocab::read_table(const std::string& path) {
-  TX_CHECK(is_file(path), "cannot load vocabulary '", path,
-           "': no such file; give the model's vocabulary file");
+  TX_CHECK(not_a_file(path).empty(), "cannot load vocabulary '", path, "': ", not_a_file(path),
+           "; give the model's vocabulary file");
   std::vector<std::pair<std::string, int64_t>> entries;
   const std::string fix = "; give the model's own vocabulary (a token: id map)";
   if (ends_with(path, ".json")) {
@@ -132,8 +136,8 @@ Vocab Vocab::fairseq(const std::string& dict, const std::string& spm) {
   v.path_ = dict;
   if (!spm.empty())
     v.load_spm(spm, "give the SentencePiece model the fairseq model was trained with");
-  TX_CHECK(is_file(dict), "cannot load vocabulary '", dict,
-           "': no such file; give the fairseq model's dictionary (dict.LANG.txt)");
+  TX_CHECK(not_a_file(dict).empty(), "cannot load vocabulary '", dict, "': ", not_a_file(dict),
+           "; give the fairseq model's dictionary (dict.LANG.txt)");
   const std::string fix = "; give the fairseq model's own dict.LANG.txt (\"token count\" lines)";
   std::vector<std::pair<std::string, int64_t>> entries = {
       {"<s>", 0}, {"<pad>", 1}, {"</s>", 2}, {"<unk>", 3}};

@@ -148,6 +148,11 @@ AverageSummary average_checkpoints(const std::vector<std::string>& inputs,
              "'; write the average to a new file");
   if (formats::format_of(inputs.front()) != formats::Format::tx)
     return average_imported(inputs, output);
+  // (A directory is no tx file: the reader below names it as one.)
+  for (const std::string& in : inputs)
+    TX_CHECK(fs::is_directory(in) || formats::format_of(in) == formats::Format::tx, "'", in,
+             "' is a ", formats::name_of(formats::format_of(in)), " model and '", inputs.front(),
+             "' a tx checkpoint; average models of one format");
 
   // Every header is read and checked before any tensor data: a mismatch costs no time.
   std::vector<std::unique_ptr<io::SafetensorsReader>> readers;
