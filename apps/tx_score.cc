@@ -127,7 +127,7 @@ int score_metrics(const Options& o) {
                              names.size(), "; run tx-score once per metric"));
   const std::string input = o.has("input") ? o.text("input") : "-";
   const tx::metrics::Lines hyps =
-      input == "-" ? tx::metrics::read_lines(std::cin, "stdin") : tx::metrics::read_lines(input);
+      input == "-" ? tx::metrics::read_stdin_lines() : tx::metrics::read_lines(input);
   std::vector<tx::metrics::Lines> refs;
   for (const std::string& path : o.list("references"))
     refs.push_back(tx::metrics::read_lines(path));

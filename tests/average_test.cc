@@ -273,4 +273,16 @@ TEST_CASE(
   CHECK(s.smoothed_inputs == 1);
   CHECK(s.skipped_tensors == 2);  // Adam's m and v
   CHECK(tx::io::read_safetensors(out).find("ema.w") == nullptr);
+
+  // Smoothed weights for some parameters only, or of another shape: a damaged file.
+  TensorFile partial = checkpoint({100, 200}, {1, 2}, true);
+  partial.add(NamedTensor::from_floats("ema.w", DType::f32, {2}, {5, 10}));
+  CHECK_THAT(average_error({a, write(dir, "partial.st", partial)}, out),
+             Contains("partial.st") && Contains("ema.h16"));
+  TensorFile short_ema = checkpoint({100, 200}, {1, 2}, true);
+  short_ema.add(NamedTensor::from_floats("ema.w", DType::f32, {1}, {5}));
+  short_ema.add(NamedTensor::from_floats("ema.h16", DType::f16, {1, 2}, {1, 2}));
+  short_ema.add(NamedTensor::from_floats("ema.hb16", DType::bf16, {2}, {1, 2}));
+  CHECK_THAT(average_error({a, write(dir, "short.st", short_ema)}, out),
+             Contains("short.st") && Contains("ema.w"));
 }

@@ -382,6 +382,21 @@ TEST_CASE("tx-train: a tx model is fine-tuned and resumed on its own vocabularie
   CHECK(resume_wrong.status == 1);
   CHECK_THAT(resume_wrong.err, Catch::Contains("not the one"));
   CHECK(checkpoint_update(dir.file("base/checkpoint.safetensors")) == 2);
+
+  // Separate vocabularies, one of them already in the new run (a crash between the copies):
+  // the other is copied too, never trained afresh.
+  Run sep = tx_train(dir, tiny_flags(dir, "sep") + " --tied-embeddings none --after-updates 1");
+  REQUIRE(sep.status == 0);
+  fs::create_directories(dir.file("ft3"));
+  fs::copy_file(dir.file("sep/vocab.src.spm"), dir.file("ft3/vocab.src.spm"));
+  Run ft3 =
+      tx_train(dir, "--train-sets " + dir.file("other.src") + " " + dir.file("other.tgt") +
+                        " --pretrained-model " + dir.file("sep/model.safetensors") + " --model " +
+                        dir.file("ft3") + " --max-tokens 128 --cpu-threads 1 --after-updates 1");
+  INFO(ft3.err);
+  CHECK(ft3.status == 0);
+  CHECK(tx::test::slurp(dir.file("ft3/vocab.tgt.spm")) ==
+        tx::test::slurp(dir.file("sep/vocab.tgt.spm")));
 }
 
 TEST_CASE("tx-train: a directory for --vocabs or --config, an alpha beyond float: named",

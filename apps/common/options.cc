@@ -173,7 +173,8 @@ int64_t Options::integer(const std::string& name) const {
 int Options::int32(const std::string& name) const {
   const int64_t v = integer(name);
   if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
-    throw UsageError(str("--", name, " ", v, " is out of range; give at most ",
+    throw UsageError(str("--", name, " ", v, " is out of range; give ",
+                         std::numeric_limits<int32_t>::min(), " to ",
                          std::numeric_limits<int32_t>::max()));
   return static_cast<int>(v);
 }

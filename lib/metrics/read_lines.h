@@ -1,7 +1,6 @@
 // read_lines: a text file's lines as sacreBLEU's command line reads hypotheses and references.
 #pragma once
 
-#include <istream>
 #include <string>
 #include <vector>
 
@@ -12,8 +11,8 @@ namespace tx::metrics {
 // removed. Throws tx::Error when the file cannot be read or a line is not valid UTF-8, naming
 // the file and the line number.
 std::vector<std::string> read_lines(const std::string& path);
-// The same for a stream read to its end (stdin: a pipe, a socket, or a file read from where
-// the caller's shell left it); `name` names it in errors.
-std::vector<std::string> read_lines(std::istream& in, const std::string& name);
+// The same for stdin, read to its end from where it stands (a pipe, a socket, or a file the
+// caller's shell has partly read), in 64 KiB blocks; a read error is a tx::Error.
+std::vector<std::string> read_stdin_lines();
 
 }  // namespace tx::metrics

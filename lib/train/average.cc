@@ -184,9 +184,18 @@ AverageSummary average_checkpoints(const std::vector<std::string>& inputs,
   out.metadata["tx.averaged_from"] = json(inputs).dump();
   const double scale = 1.0 / static_cast<double>(inputs.size());
   // A training checkpoint of an --exponential-smoothing run holds its model as "ema.<name>":
-  // that, not the raw weights beside it, is what its model file would hold.
-  for (auto& reader : readers)
-    if (reader->find(kSmoothedPrefix + params.front()->name)) ++summary.smoothed_inputs;
+  // that, not the raw weights beside it, is what its model file would hold. All or none, each
+  // like its parameter.
+  for (auto& reader : readers) {
+    if (!reader->find(kSmoothedPrefix + params.front()->name)) continue;
+    ++summary.smoothed_inputs;
+    for (const io::TensorEntry* e : params) {
+      const io::TensorEntry* s = reader->find(kSmoothedPrefix + e->name);
+      TX_CHECK(s && s->shape == e->shape && s->dtype == e->dtype, "checkpoint '", reader->path(),
+               "': its smoothed weights lack '", kSmoothedPrefix, e->name,
+               "' or differ from the parameter in shape or dtype; the file is damaged");
+    }
+  }
   for (const io::TensorEntry* e : params) {
     std::vector<double> sum(static_cast<size_t>(e->shape.numel()), 0.0);
     for (auto& reader : readers) {

@@ -156,6 +156,7 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
       }
     }
   }
+  // A tx model file on tx vocabularies (not Marian's: those are named in the file).
   const bool tx_pretrained =
       !o.pretrained_model.empty() && pretrained.vocabs.kind == formats::VocabKind::tx;
   if (src_vocab_path.empty()) {
@@ -170,20 +171,23 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
     tgt_vocab_path = (dir / names.back()).string();
     // Fine-tuning a tx model: its vocabularies are the files tx-train wrote beside it, copied
     // into this run's directory (a resume finds them there); never new ones trained here.
-    if (tx_pretrained && !fs::exists(src_vocab_path)) {
+    // Each file this run lacks (a crash may have left one of two).
+    if (tx_pretrained) {
       const fs::path from = fs::path(o.pretrained_model).parent_path();
-      for (const std::string& name : names)
+      for (const std::string& name : names) {
+        if (fs::exists(dir / name)) continue;
         TX_CHECK(fs::exists(from / name), "the model '", o.pretrained_model,
                  "' has no vocabulary '", (from / name).string(),
                  "' beside it; give the vocabularies it was trained with (--vocabs)");
-      if (writer)
-        for (const std::string& name : names) {
+        if (writer) {
           io::AtomicFile copy((dir / name).string());
           copy.write(file_bytes((from / name).string()));
           copy.commit();
         }
-      if (!quiet)
-        log("fine-tuning on the vocabularies of ", o.pretrained_model, ": ", from.string());
+        if (!quiet)
+          log("fine-tuning on the vocabulary of ", o.pretrained_model, ": ",
+              (from / name).string());
+      }
     }
   }
   const bool joint_vocab = src_vocab_path == tgt_vocab_path;
@@ -229,7 +233,7 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
                                "' are not the ones"),
              " '", file, "' was trained on (other pieces under the same ids); ", fix);
   };
-  if (tx_pretrained)
+  if (!o.pretrained_model.empty() && pretrained.format == formats::Format::tx)
     check_fingerprint(o.pretrained_model, "give the vocabularies it was trained with (--vocabs)");
   if (fs::exists(Trainer::checkpoint_path(o.model_dir)))
     check_fingerprint(Trainer::checkpoint_path(o.model_dir),
