@@ -248,7 +248,7 @@ TEST_CASE("average: tx-average --dump-config prints the resolved options as JSON
 }
 
 TEST_CASE(
-    "average: checkpoints of one run that changed its dropout average; a smoothing run's "
+    "average: checkpoints of one run that changed its dropout average, and a smoothing run's "
     "checkpoint gives its smoothed weights",
     "[average]") {
   TempDir dir;

@@ -508,8 +508,8 @@ std::vector<nlohmann::json> log_records(const std::string& model_dir, const std:
 }  // namespace
 
 TEST_CASE(
-    "trainer: a run that early stopping ended trains nothing when started again; another "
-    "metric starts afresh; the best model names its update",
+    "trainer: a run that early stopping ended trains nothing when started again, another "
+    "metric starts afresh, the best model names its update",
     "[trainer][early]") {
   auto be = tx::test::cpu_backend();
   TempDir dir;
