@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -146,11 +145,7 @@ int train(const Options& options) {
     t.src_vocab = vocabs.front();
     t.tgt_vocab = vocabs.back();
   }
-  const int64_t dim_vocabs = options.integer("dim-vocabs");
-  if (dim_vocabs < 1 || dim_vocabs > std::numeric_limits<int32_t>::max())
-    throw UsageError(tx::str("--dim-vocabs ", dim_vocabs, " is not a vocabulary size; give 1 to ",
-                             std::numeric_limits<int32_t>::max(), " (e.g. 32000)"));
-  t.vocab_size = static_cast<int32_t>(dim_vocabs);
+  t.vocab_size = options.int32("dim-vocabs");  // the table's check: positive
   t.model = options.model_config();
 
   t.max_tokens = options.integer("max-tokens");
