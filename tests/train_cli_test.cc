@@ -343,6 +343,44 @@ TEST_CASE("tx-train: a --max-length without room for a piece, a --dim-vocabs bey
   CHECK_FALSE(fs::exists(dir.file("v")));
 }
 
+TEST_CASE("tx-train: options that cannot run are refused before a vocabulary is trained",
+          "[train_cli]") {
+  TempDir dir;
+  // Each was once refused only after the vocabularies were trained (minutes on a large
+  // corpus), leaving them and the model directory behind.
+  std::string flags = tiny_flags(dir);
+  flags.replace(flags.find("--lr-schedule constant"), 22, "");
+  struct Case {
+    std::string args, says;
+  };
+  const std::vector<Case> cases = {
+      {"--tied-embeddings all --vocabs " + dir.file("a.spm") + " " + dir.file("b.spm") +
+           " --after-updates 2",
+       "--tied-embeddings all needs one joint vocabulary"},
+      {"--lr-schedule linear --lr-warmup 50 --after-updates 10", "before the end of the warmup"},
+      {"--lr-schedule linear --lr-warmup 5", "give --after-epochs, --after-updates or"},
+      {"--max-length 1 --after-updates 2", "--max-length 1"},
+      {"--sentencepiece-alphas 0.1 --guided-alignment " + dir.file("train.src") +
+           " --after-updates 2",
+       "use one or the other"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args);
+    Run r = tx_train(dir, flags + " " + c.args);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.err, Catch::Contains(c.says));
+    CHECK_FALSE(fs::exists(dir.file("m")));
+    CHECK_FALSE(fs::exists(dir.file("a.spm")));
+    CHECK_FALSE(fs::exists(dir.file("b.spm")));
+  }
+  // Each of those checks still lets a run that can train through (one of them, to be sure the
+  // early checks are not refusing everything).
+  Run ok = tx_train(dir, flags + " --lr-schedule linear --lr-warmup 2 --after-updates 3");
+  INFO(ok.err);
+  CHECK(ok.status == 0);
+  CHECK(fs::exists(dir.file("m/vocab.spm")));
+}
+
 TEST_CASE("tx-train: a tx model is fine-tuned and resumed on its own vocabularies only",
           "[train_cli]") {
   TempDir dir;

@@ -1,8 +1,11 @@
 #include "train/run_inputs.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <vector>
 
 #include "core/error.h"
@@ -12,6 +15,7 @@
 #include "data/vocab_train.h"
 #include "io/atomic_file.h"
 #include "train/checkpoint.h"
+#include "train/lr_schedule.h"
 #include "train/trainer.h"
 
 namespace tx::train {
@@ -72,6 +76,40 @@ data::Vocab vocab_at(const std::string& path, const std::vector<std::string>& in
   return data::Vocab(path);
 }
 
+// What the options alone decide, checked before a vocabulary is trained or the corpus read
+// (minutes on a large corpus, and files left behind) and before the model directory exists.
+// read_run_inputs and the trainer check the same again with the data's figures.
+void check_options_before_data(const TrainerOptions& o) {
+  TX_CHECK(o.sentencepiece_alphas.size() <= 2, "--sentencepiece-alphas takes one alpha per ",
+           "vocabulary (source, target), got ", o.sentencepiece_alphas.size());
+  for (float a : o.sentencepiece_alphas)
+    TX_CHECK(std::isfinite(a) && a >= 0, "--sentencepiece-alphas ", a,
+             " must be 0 (the best segmentation) or more");
+  const bool sampling = std::any_of(o.sentencepiece_alphas.begin(), o.sentencepiece_alphas.end(),
+                                    [](float a) { return a != 0; });
+  TX_CHECK(!sampling || o.guided_alignment.empty(), "--sentencepiece-alphas changes the pieces ",
+           "that --guided-alignment's positions count; use one or the other (as Marian)");
+  // The schedule as far as the options give it: its name, rate and warm-up, whether a linear
+  // one has an end, and an --after-updates end before the warm-up's (the epochs' end needs the
+  // corpus). d_model: a pretrained model's own is checked when it is read.
+  LrOptions lr = o.lr;
+  lr.d_model = std::max<int64_t>(o.model.d_model, 1);
+  if (lr.needs_total_updates() && lr.total_updates <= 0) {
+    if (o.after_updates > 0)
+      lr.total_updates = o.after_updates;
+    else if (o.after_epochs > 0 || o.after_minutes > 0)
+      lr.total_updates = std::numeric_limits<int64_t>::max();
+  }
+  LrSchedule::from_options(lr);
+  if (!o.pretrained_model.empty()) return;  // the architecture is the pretrained model's
+  o.model.validate(false, "the model options");
+  TX_CHECK(o.model.max_length >= 2, "--max-length ", o.model.max_length,
+           " leaves no position for a piece beside eos; give 2 or more");
+  TX_CHECK(o.model.tied_embeddings != io::TiedEmbeddings::all || o.src_vocab == o.tgt_vocab,
+           "--tied-embeddings all needs one joint vocabulary: give one path twice in --vocabs "
+           "(or none), or use --tied-embeddings decoder or none");
+}
+
 }  // namespace
 
 void check_run_options(const TrainerOptions& o) {
@@ -91,6 +129,7 @@ void check_run_options(const TrainerOptions& o) {
   TX_CHECK(o.optimizer_delay >= 1, "--optimizer-delay must be 1 or more");
   TX_CHECK(o.disp_freq >= 1 && o.save_freq >= 1 && o.valid_freq >= 1,
            "--disp-freq, --save-freq and --valid-freq must be 1 or more");
+  check_options_before_data(o);
   std::error_code ec;
   fs::create_directories(o.model_dir, ec);
   TX_CHECK(fs::is_directory(o.model_dir), "cannot create the model directory '", o.model_dir, "'",

@@ -69,13 +69,7 @@ int64_t planned_updates(const data::Batcher& batcher, const TrainerOptions& o,
 // --sentencepiece-alphas: each epoch's pairs segmented anew by SentencePiece sampling.
 void set_up_sampling(data::Batcher& batcher, const TrainerOptions& o, const RunInputs& in,
                      bool quiet) {
-  TX_CHECK(o.sentencepiece_alphas.size() <= 2, "--sentencepiece-alphas takes one alpha per ",
-           "vocabulary (source, target), got ", o.sentencepiece_alphas.size());
-  for (float a : o.sentencepiece_alphas)
-    TX_CHECK(std::isfinite(a) && a >= 0, "--sentencepiece-alphas ", a,
-             " must be 0 (the best segmentation) or more");
-  TX_CHECK(o.guided_alignment.empty(), "--sentencepiece-alphas changes the pieces that ",
-           "--guided-alignment's positions count; use one or the other (as Marian)");
+  // The alphas themselves were checked before the data was read (check_run_options).
   const data::Vocab& src_vocab = *in.src_vocab;
   const data::Vocab& tgt_vocab = in.tgt_vocab();
   data::SubwordSampling sampling;
