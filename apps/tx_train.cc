@@ -194,6 +194,7 @@ int train(const Options& options) {
   t.valid_max_tokens = t.max_tokens;
 
   t.seed = static_cast<uint64_t>(options.integer("seed"));
+  t.no_restore_corpus = options.flag("no-restore-corpus");
   t.quiet = options.log_level() == tx::app::LogLevel::quiet;
   t.handle_signals = true;
 

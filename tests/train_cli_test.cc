@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -379,6 +380,71 @@ TEST_CASE("tx-train: options that cannot run are refused before a vocabulary is 
   INFO(ok.err);
   CHECK(ok.status == 0);
   CHECK(fs::exists(dir.file("m/vocab.spm")));
+}
+
+namespace {
+std::vector<int64_t> data_position(const std::string& checkpoint) {
+  const auto meta = tx::train::read_checkpoint_metadata(checkpoint);
+  return nlohmann::json::parse(meta.at(tx::train::kTrainingStateKey))
+      .at("data_position")
+      .get<std::vector<int64_t>>();
+}
+}  // namespace
+
+TEST_CASE("tx-train: a resume under other batching options or data is refused, "
+          "--no-restore-corpus goes on from the next epoch",
+          "[train_cli]") {
+  TempDir dir;
+  std::string base = tiny_flags(dir) + " --save-freq 100";
+  base.replace(base.find(" --max-tokens 128"), 17, "");
+  base.replace(base.find(" --quiet"), 8, "");
+  const std::string flags = base + " --max-tokens 128";
+  REQUIRE(tx_train(dir, flags + " --after-updates 3").status == 0);
+  const std::string ckpt = dir.file("m/checkpoint.safetensors");
+  const std::vector<int64_t> at = data_position(ckpt);
+  REQUIRE(at == std::vector<int64_t>{0, 3, at[2]});
+  // A batch index means other pairs in another plan: each change is named with both values.
+  struct Case {
+    std::string args, says;
+  };
+  const std::vector<Case> cases = {
+      {"--max-tokens 96", "--max-tokens 128 (this run: 96)"},
+      {"--max-tokens 128 --mini-batch 4", "--mini-batch 0 (this run: 4)"},
+      {"--max-tokens 128 --maxi-batch 1", "--maxi-batch 100 (this run: 1)"},
+      {"--max-tokens 128 --seed 2", "--seed 1 (this run: 2)"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args);
+    Run r = tx_train(dir, base + " --after-updates 6 " + c.args);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.err, Catch::Contains(c.says) && Catch::Contains("--no-restore-corpus"));
+    CHECK(tx::test::checkpoint_update(ckpt) == 3);
+  }
+  // The corpus itself, edited in place: one pair longer.
+  {
+    std::ifstream in(dir.file("train.src"));
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string edited = text.str();
+    edited.insert(edited.find('\n'), " 1 2");
+    const std::string saved = text.str();
+    std::ofstream(dir.file("train.src"), std::ios::binary) << edited;
+    Run r = tx_train(dir, flags + " --after-updates 6");
+    CHECK(r.status == 1);
+    CHECK_THAT(r.err, Catch::Contains("other training data: as many pairs, of other lengths"));
+    std::ofstream(dir.file("train.src"), std::ios::binary) << saved;
+  }
+  // Allowed with --no-restore-corpus: from the first batch of the next epoch, 2 updates on.
+  Run moved = tx_train(dir, base + " --after-updates 5 --max-tokens 96 --no-restore-corpus");
+  INFO(moved.err);
+  CHECK(moved.status == 0);
+  CHECK_THAT(moved.err, Catch::Contains("from the first batch of epoch 2") &&
+                            Catch::Contains("--max-tokens 128 (this run: 96)"));
+  CHECK(tx::test::checkpoint_update(ckpt) == 5);
+  CHECK(data_position(ckpt) == std::vector<int64_t>{1, 2, data_position(ckpt)[2]});
+  // The checkpoint now records this run's plan: the same options resume as usual.
+  CHECK(tx_train(dir, base + " --after-updates 6 --max-tokens 96").status == 0);
+  CHECK(data_position(ckpt) == std::vector<int64_t>{1, 3, data_position(ckpt)[2]});
 }
 
 TEST_CASE("tx-train: a tx model is fine-tuned and resumed on its own vocabularies only",

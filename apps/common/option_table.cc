@@ -418,6 +418,11 @@ std::vector<OptionSpec> make_registry() {
                      "Also write model.u<update>.safetensors at every save and keep the newest "
                      "N of them (for tx-average --last); 0 = none",
                      kTrain, training, non_negative));
+  t.push_back(option("no-restore-corpus", OptionType::flag, false,
+                     "On resume, go on from the next epoch's first batch instead of the "
+                     "checkpoint's batch: allows other --max-tokens, --mini-batch, "
+                     "--maxi-batch, --seed or data than the saved run's (Marian's)",
+                     kTrain, training));
   t.push_back(option("dry-run", OptionType::flag, false,
                      "Build the model from the options (vocabularies of --dim-vocabs pieces), "
                      "print its parameter counts and exit; reads no data",

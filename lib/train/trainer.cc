@@ -26,6 +26,7 @@
 #include "io/atomic_file.h"
 #include "nn/param_scope.h"
 #include "nn/transformer.h"
+#include "train/batch_plan.h"
 #include "train/checkpoint.h"
 #include "train/early_stopping.h"
 #include "train/guided_alignment.h"
@@ -302,6 +303,7 @@ TrainerResult Trainer::run() {
 
   // ---- where to start: a checkpoint (resume), a pretrained model, or the initialisation -------
   TrainingState state;
+  const nlohmann::json plan = batch_plan(o, *in.corpus);
   state.rng_seed = o.seed ^ 0x9E3779B97F4A7C15ull;  // dropout: a stream apart from the init's
   int64_t epoch_sentences = 0;                      // "Sen." counts within the epoch
   TrainerResult result;
@@ -328,8 +330,23 @@ TrainerResult Trainer::run() {
     state = load_checkpoint(ckpt, be_, config, params, adam);
     TX_CHECK(state.data_position.size() == 3, "checkpoint '", ckpt,
              "' holds no tx-train data position; remove it or use another --model directory");
-    batcher.seek({state.data_position[0], state.data_position[1]});
+    // The position is a batch index into the checkpoint's plan: under other batching options
+    // or data it would name other pairs, skipping some of the epoch and repeating others.
+    const std::string change = batch_plan_change(state.batch_plan, plan);
+    TX_CHECK(change.empty() || o.no_restore_corpus, "checkpoint '", ckpt,
+             "' planned its batches with ", change,
+             "; resume with the saved run's values, or add --no-restore-corpus to go on from the "
+             "next epoch's first batch under this run's");
+    data::BatchPosition at{state.data_position[0], state.data_position[1]};
     epoch_sentences = state.data_position[2];
+    if (o.no_restore_corpus && at.batch > 0) {
+      at = {at.epoch + 1, 0};
+      epoch_sentences = 0;
+    }
+    batcher.seek(at);
+    if (o.no_restore_corpus && !quiet)
+      log("--no-restore-corpus: the data goes on from the first batch of epoch ", at.epoch + 1,
+          change.empty() ? "" : str(" (", change, ")"));
     if (validate_on && state.early_stopping.validations > 0) {
       // Another first --valid-metrics: its best score and stalled count start afresh.
       if (state.early_stopping.metric == stopper.metric())
@@ -423,6 +440,7 @@ TrainerResult Trainer::run() {
     const data::BatchPosition pos = batcher.position();
     state.epoch = pos.epoch;
     state.data_position = {pos.epoch, pos.batch, epoch_sentences};
+    state.batch_plan = plan;
     state.rng_counter = graph.rng().counter();
     state.early_stopping = stopper.state();
     state.loss_scale = scaler.enabled() ? scaler.scale() : 0;

@@ -108,6 +108,10 @@ struct TrainerOptions {
   int64_t valid_max_tokens = 4096;
 
   uint64_t seed = 1;
+  // --no-restore-corpus (Marian's): a resume goes on from the first batch of the checkpoint's
+  // next epoch (its own when the checkpoint ends one), under this run's batching options and
+  // data, rather than from the checkpoint's batch, which needs the saved run's.
+  bool no_restore_corpus = false;
   bool quiet = false;  // no progress lines on stderr (the JSON log is still written)
   // SIGINT/SIGTERM: finish the current update, save a checkpoint, return normally.
   bool handle_signals = false;

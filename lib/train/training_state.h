@@ -6,7 +6,7 @@
 #pragma once
 
 #include <cstdint>
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -38,6 +38,9 @@ struct TrainingState {
   // Updates of an earlier run without --after-minutes, whose time train_seconds does not hold:
   // the pace is train_seconds over the others.
   int64_t untimed_updates = 0;
+  // What fixed the batches data_position counts in (train/batch_plan.h). Null in checkpoints
+  // from before 2026-12-01: not checked.
+  nlohmann::json batch_plan;
 
   nlohmann::json to_json() const;
   // Throws tx::Error naming `where` and the key for a missing or mistyped field.
