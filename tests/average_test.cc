@@ -3,8 +3,10 @@
 #include "train/average.h"
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "formats/model_file.h"
 #include "io/safetensors.h"
 #include "support/programs.h"
 #include "train/checkpoint.h"
@@ -172,6 +174,41 @@ TEST_CASE("average: a mismatch names the file and the tensor or field, and write
 
   CHECK(tx::test::slurp(out) == "previous");
   for (const std::string& e : dir.entries()) CHECK(e[0] != '.');  // no temporary left
+}
+
+TEST_CASE("average: the output keeps the inputs' vocabularies, which must agree", "[average]") {
+  TempDir dir;
+  const std::string marian =
+      tx::formats::vocab_files_json({tx::formats::VocabKind::marian, {"/v/a.spm", "/v/b.spm"}, {}});
+  auto with = [&](const std::string& name, const std::string& vocabs, const std::string& print) {
+    TensorFile f = checkpoint({1, 2}, {1, 2}, false);
+    if (!vocabs.empty()) f.metadata[tx::formats::kVocabsKey] = vocabs;
+    if (!print.empty()) f.metadata[tx::train::kVocabFingerprintKey] = print;
+    return write(dir, name, f);
+  };
+  const std::string a = with("a.st", marian, "p1 p1"), b = with("b.st", marian, "p1 p1");
+  // One written before the fingerprint existed agrees with any.
+  const std::string old = with("old.st", marian, "");
+  const std::string out = dir.file("out.st");
+  tx::train::average_checkpoints({old, a, b}, out);
+  const TensorFile avg = tx::io::read_safetensors(out);
+  CHECK(avg.metadata.at(tx::formats::kVocabsKey) == marian);
+  CHECK(avg.metadata.at(tx::train::kVocabFingerprintKey) == "p1 p1");
+
+  CHECK_THAT(average_error({a, with("other.st", marian, "p2 p2")}, dir.file("x.st")),
+             Contains("other.st") && Contains("other vocabularies") && Contains("a.st"));
+  CHECK_THAT(average_error({a, with("tx.st", "", "p1 p1")}, dir.file("x.st")),
+             Contains("tx.st") && Contains("other vocabulary files"));
+  const std::string elsewhere =
+      tx::formats::vocab_files_json({tx::formats::VocabKind::marian, {"/w/a.spm", "/w/b.spm"}, {}});
+  CHECK_THAT(average_error({a, with("moved.st", elsewhere, "p1 p1")}, dir.file("x.st")),
+             Contains("moved.st") && Contains("other vocabulary files"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("x.st")));
+  // Plain tx inputs: no vocabulary files named, the fingerprint kept.
+  tx::train::average_checkpoints({with("t1.st", "", "p3 p3"), with("t2.st", "", "p3 p3")}, out);
+  const TensorFile plain = tx::io::read_safetensors(out);
+  CHECK_FALSE(plain.metadata.count(tx::formats::kVocabsKey));
+  CHECK(plain.metadata.at(tx::train::kVocabFingerprintKey) == "p3 p3");
 }
 
 TEST_CASE("average: tx-average writes the average, logs on stderr, prints nothing on stdout",

@@ -310,6 +310,33 @@ TEST_CASE("tx-translate: a missing model or a mismatched vocabulary is one error
   Run no_model = run(f.dir, TX_TRANSLATE_BIN, "-v " + f.vocab_path + in);
   CHECK(no_model.status == 2);
   CHECK(one_line(no_model.err));
+
+  // A model that records its vocabularies' pieces: another vocabulary of its size (here the
+  // record says so) is refused by both programs; its own is taken.
+  const std::string own = tx::data::pair_fingerprint(*f.vocab, *f.vocab);
+  std::string other = own;
+  other[0] = other[0] == '0' ? '1' : '0';
+  for (const auto& [name, print] :
+       {std::pair<std::string, std::string>{"own.safetensors", own}, {"other.safetensors", other}})
+    tx::train::save_model(f.dir.file(name), *f.be, f.config, f.params,
+                          {{tx::train::kVocabFingerprintKey, print}});
+  const std::string vocabs = " -v " + f.vocab_path + " " + f.vocab_path;
+  Run ok = run(f.dir, TX_TRANSLATE_BIN, "-m " + f.dir.file("own.safetensors") + vocabs + in);
+  CHECK(ok.status == 0);
+  CHECK(ok.out == run(f.dir, TX_TRANSLATE_BIN, f.model_args() + in).out);
+  for (const char* program : {TX_TRANSLATE_BIN, TX_SCORE_BIN}) {
+    INFO(program);
+    const std::string data =
+        program == std::string(TX_SCORE_BIN)
+            ? " --src " + f.dir.file("in.txt") + " --tgt " + f.dir.file("in.txt")
+            : in;
+    Run wrong = run(f.dir, program, "-m " + f.dir.file("other.safetensors") + vocabs + data);
+    CHECK(wrong.status == 1);
+    CHECK(wrong.out.empty());
+    CHECK(one_line(wrong.err));
+    CHECK_THAT(wrong.err, Contains("is not the one") && Contains("other.safetensors") &&
+                              Contains("vocab*.spm"));
+  }
 }
 
 TEST_CASE("tx-score: BLEU and chrF lines equal the library's, line-count mismatch fails",

@@ -74,7 +74,7 @@ class Vocab {
   int32_t size() const;
   // A hash of the pieces in id order (16 hex digits): two vocabularies of one size but other
   // pieces or ids differ in it. tx-train records it, so that a model is never resumed or
-  // fine-tuned on a vocabulary that only has its size.
+  // fine-tuned on a vocabulary that only has its size (see pair_fingerprint).
   std::string fingerprint() const;
   int32_t pad_id() const { return pad_; }
   int32_t unk_id() const { return unk_; }
@@ -98,5 +98,11 @@ class Vocab {
   int32_t pad_ = kPadId, unk_ = kUnkId, bos_ = kBosId, eos_ = kEosId;
   bool unk_text_ = true;  // false: unk gives no text (MarianTokenizer's skip_special_tokens)
 };
+
+// A model's two vocabularies, as model files record them (metadata "vocab_fingerprint"):
+// the source's fingerprint, a space, the target's (one joint vocabulary: its own twice).
+inline std::string pair_fingerprint(const Vocab& src, const Vocab& tgt) {
+  return src.fingerprint() + " " + tgt.fingerprint();
+}
 
 }  // namespace tx::data

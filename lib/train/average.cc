@@ -92,6 +92,33 @@ void check_same_tensors(const io::SafetensorsReader& first,
              o->name, "', which '", first.path(), "' lacks", fix);
 }
 
+// What says which pieces the weights' ids are: an imported model's vocabulary files
+// (formats::kVocabsKey: without it tx-translate would read them as tx's) and the pieces'
+// fingerprint (which fine-tuning and translation check). Every input must agree; files
+// written before the fingerprint (2026-12-01) have none and agree with any.
+void carry_vocabularies(const std::vector<std::unique_ptr<io::SafetensorsReader>>& readers,
+                        io::TensorFile& out) {
+  const io::SafetensorsReader& first = *readers.front();
+  const auto vocabs = first.metadata().find(formats::kVocabsKey);
+  const bool has_vocabs = vocabs != first.metadata().end();
+  const io::SafetensorsReader* printed = nullptr;  // the first input with a fingerprint
+  for (const auto& reader : readers) {
+    const auto it = reader->metadata().find(formats::kVocabsKey);
+    TX_CHECK((it != reader->metadata().end()) == has_vocabs &&
+                 (!has_vocabs || it->second == vocabs->second),
+             "checkpoint '", reader->path(), "' names other vocabulary files than '", first.path(),
+             "' (metadata '", formats::kVocabsKey, "'); average checkpoints of one training run");
+    const auto print = reader->metadata().find(kVocabFingerprintKey);
+    if (print == reader->metadata().end()) continue;
+    if (!printed) printed = reader.get();
+    TX_CHECK(print->second == printed->metadata().at(kVocabFingerprintKey), "checkpoint '",
+             reader->path(), "' was trained on other vocabularies than '", printed->path(),
+             "' (other pieces under the same ids); average checkpoints of one training run");
+  }
+  if (has_vocabs) out.metadata[formats::kVocabsKey] = vocabs->second;
+  if (printed) out.metadata[kVocabFingerprintKey] = printed->metadata().at(kVocabFingerprintKey);
+}
+
 // Marian or Hugging Face models (formats/): each read whole, in tx's names, then averaged as
 // the tx files are. The output is a tx model file that keeps the first input's vocabularies
 // (formats::kVocabsKey).
@@ -182,6 +209,7 @@ AverageSummary average_checkpoints(const std::vector<std::string>& inputs,
   out.metadata[kFormatKey] = "model";
   out.metadata[io::kModelConfigKey] = config.to_json_string();
   out.metadata["tx.averaged_from"] = json(inputs).dump();
+  carry_vocabularies(readers, out);
   const double scale = 1.0 / static_cast<double>(inputs.size());
   // A training checkpoint of an --exponential-smoothing run holds its model as "ema.<name>":
   // that, not the raw weights beside it, is what its model file would hold. All or none, each

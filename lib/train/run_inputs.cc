@@ -256,7 +256,7 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
   const data::Vocab& tgt_vocab = tgt_vocab_own ? *tgt_vocab_own : *src_vocab;
   // The pieces the model was trained on, recorded in its files and its checkpoint: a size
   // alone would let another vocabulary of that size through, every id meaning another piece.
-  const std::string fingerprint = src_vocab->fingerprint() + " " + tgt_vocab.fingerprint();
+  const std::string fingerprint = data::pair_fingerprint(*src_vocab, tgt_vocab);
   model_meta[kVocabFingerprintKey] = fingerprint;
   auto check_fingerprint = [&](const std::string& file, const std::string& fix) {
     std::map<std::string, std::string> meta;
