@@ -541,6 +541,33 @@ TEST_CASE("tx-translate and tx-score: -m A B is an ensemble with --weights", "[a
       CHECK_THAT(r.err, Contains("--weights"));
     }
   }
+  SECTION("--weights: none above 0 is refused; 0 or below beside a positive one is said") {
+    for (const char* program : {TX_TRANSLATE_BIN, TX_SCORE_BIN}) {
+      for (const std::string& weights :
+           {std::string(" --weights 0 0"), std::string(" --weights -1 0"),
+            std::string(" --weights -1")}) {
+        INFO(program << weights);
+        const std::string models = weights == " --weights -1"
+                                       ? "-m " + f.model_path
+                                       : "-m " + f.model_path + " " + model_b_path;
+        const std::string data =
+            program == std::string(TX_SCORE_BIN)
+                ? " --src " + f.dir.file("src.txt") + " --tgt " + f.dir.file("src.txt")
+                : in;
+        Run r = run(f.dir, program, models + vocabs + weights + data);
+        CHECK(r.status == 2);
+        CHECK(r.out.empty());
+        CHECK(one_line(r.err));
+        CHECK_THAT(r.err, Contains("no weight is above 0"));
+      }
+    }
+    Run r = run(f.dir, TX_TRANSLATE_BIN,
+                "-m " + f.model_path + " " + model_b_path + vocabs + " --weights 1 0" + in);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.err, Contains(model_b_path + " has weight 0: it is run but has no say"));
+    // A model of weight 0 changes nothing: the first alone.
+    CHECK(r.out == run(f.dir, TX_TRANSLATE_BIN, f.model_args() + " --quiet" + in).out);
+  }
 }
 
 TEST_CASE("shortlist: Marian's lex.s2t read through the vocabularies, and --shortlist",

@@ -204,6 +204,17 @@ class LoadedModels {
                              " for ", paths.size(), " model", paths.size() == 1 ? "" : "s",
                              " (-m); give one per model, in -m's order"));
       for (const std::string& w : given) weights_.push_back(weight(w));
+      // A weight of 0 or below is Marian's too (a negative one steers away from that model's
+      // choices), but with none above 0 no model says what a good translation is.
+      if (std::none_of(weights_.begin(), weights_.end(), [](float w) { return w > 0; }))
+        throw UsageError(str("--weights ", join(given),
+                             ": no weight is above 0, so no model ranks the translations; give "
+                             "the models that should decide a positive weight"));
+      for (size_t i = 0; i < weights_.size(); ++i)
+        if (weights_[i] <= 0)
+          info(options, "--weights: model ", paths[i], " has weight ", given[i],
+               weights_[i] == 0 ? ": it is run but has no say"
+                                : ": its preferences count against a translation");
     }
     register_builtin_backends();
     backend_ = create_backend(options.text("device"), options.backend_options());
