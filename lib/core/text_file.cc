@@ -31,11 +31,10 @@ std::string describe_text_line_problem(std::string_view line) {
   const size_t nul = line.find('\0');
   // A byte-order mark (UTF-16's FF FE or FE FF, UTF-32's) is invalid UTF-8 at byte 1 of the
   // first line, or a NUL.
-  const std::string convert = conversion_for(line);
-  const bool bom = convert.rfind("e.g.", 0) != 0;
-  if (bom)  // "iconv -f UTF-16 ...": the encoding is the word after "-f "
+  const Conversion convert = conversion_for(line);
+  if (convert.marked)
     return str(invalid.empty() ? "a byte-order mark" : invalid, "; the file looks like ",
-               convert.substr(convert.find("-f ") + 3, 6), ": convert it with ", convert);
+               convert.encoding, ": convert it with ", convert.command());
   if (!invalid.empty() && (nul == std::string_view::npos || find_invalid_utf8(line) < nul))
     return invalid +
            "; convert the file to UTF-8 (e.g. iconv -f LATIN1 -t UTF-8) or remove the line";

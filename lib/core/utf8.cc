@@ -74,20 +74,21 @@ std::string describe_invalid_utf8(std::string_view bytes) {
   return str("invalid UTF-8 at byte ", at + 1, " (", hex, ")");
 }
 
-std::string conversion_for(std::string_view first_line) {
+Conversion conversion_for(std::string_view first_line) {
   auto starts = [&](std::string_view bom) { return first_line.substr(0, bom.size()) == bom; };
   using namespace std::string_view_literals;
   // UTF-32's little-endian mark begins with UTF-16's: test it first.
-  if (starts("\xff\xfe\0\0"sv) || starts("\0\0\xfe\xff"sv)) return "iconv -f UTF-32 -t UTF-8";
-  if (starts("\xff\xfe"sv) || starts("\xfe\xff"sv)) return "iconv -f UTF-16 -t UTF-8";
-  return "e.g. iconv -f LATIN1 -t UTF-8";
+  if (starts("\xff\xfe\0\0"sv) || starts("\0\0\xfe\xff"sv)) return {"UTF-32", true};
+  if (starts("\xff\xfe"sv) || starts("\xfe\xff"sv)) return {"UTF-16", true};
+  return {"LATIN1", false};
 }
 
 void check_utf8_line(std::string_view line, const std::string& source, std::size_t line_number) {
   const std::size_t bad = find_invalid_utf8(line);
   if (bad == std::string_view::npos) return;
   throw Error(str("invalid UTF-8 in ", source, ", line ", line_number, " (byte ", bad + 1,
-                  " of the line); convert the text to UTF-8 first, ", conversion_for(line)));
+                  " of the line); convert the text to UTF-8 first, ",
+                  conversion_for(line).advice()));
 }
 
 std::u32string decode_utf8(std::string_view bytes) {

@@ -17,9 +17,16 @@ std::size_t find_invalid_utf8(std::string_view bytes);
 // "invalid UTF-8 at byte 17 (0xff)": for error messages that add the file and line.
 std::string describe_invalid_utf8(std::string_view bytes);
 
-// The iconv command that makes UTF-8 of a file starting with `first_line`: by its byte-order
-// mark, UTF-32 or UTF-16; else a guess at LATIN1, prefixed "e.g.".
-std::string conversion_for(std::string_view first_line);
+// How to make UTF-8 of a file starting with `first_line`: by its byte-order mark, UTF-32 or
+// UTF-16 (`marked`); else a guess at LATIN1.
+struct Conversion {
+  std::string encoding;  // "UTF-32", "UTF-16" or "LATIN1"
+  bool marked = false;   // the encoding is the byte-order mark's, not a guess
+  std::string command() const { return "iconv -f " + encoding + " -t UTF-8"; }
+  // The command, with "e.g. " before a guess: for the end of an error message.
+  std::string advice() const { return (marked ? "" : "e.g. ") + command(); }
+};
+Conversion conversion_for(std::string_view first_line);
 
 // Throws tx::Error naming `source` (e.g. "hypotheses" or a file name), the 1-based line number,
 // the byte offset and the fix, when `line` is not valid UTF-8.

@@ -485,30 +485,29 @@ TrainerResult Trainer::run() {
     return &batch;
   };
   double lr = 0;
-  bool done = false;
   // Processes decide on the time together, through the update's stop request: each one's clock
-  // alone could leave the others waiting in the all-reduce. A run resumed with its minutes
-  // already spent (a finished run started again) trains nothing, on rank 0's word: a stop
-  // request inside the update would come after its gradients and still apply it.
+  // alone could leave the others waiting in the all-reduce.
   const auto own_stop_cause = [&]() {
     return signals.stop_requested() ? StopCause::signal
            : budget.spent()         ? StopCause::time_budget
                                     : StopCause::none;
   };
-  // Early stopping that ended the run before it was started again: nothing to train, as for
-  // spent updates or minutes (raising --early-stopping goes on).
-  if (validate_on && stopper.should_stop()) {
+  // A run that had ended when it was started again trains nothing: its minutes spent (on rank
+  // 0's word: a stop request inside the update would come after its gradients and still apply
+  // them) or early stopping reached (raising --early-stopping goes on). Spent updates and epochs
+  // end the loop by themselves.
+  bool spent_at_start = budget.spent();
+  if (ranks > 1) world.broadcast(&spent_at_start, sizeof spent_at_start, 0);
+  const bool stopped_before = validate_on && stopper.should_stop();
+  if (stopped_before) {
     if (!quiet)
       log("early stopping: ", stopper.metric(), " did not improve in ", stopper.stalled(),
           " validations in a row before this run; nothing to train (raise --early-stopping to "
           "go on)");
     result.early_stopped = true;
-    done = true;
   }
-  bool spent_at_start = budget.spent();
-  if (ranks > 1) world.broadcast(&spent_at_start, sizeof spent_at_start, 0);
-  while (!done && !spent_at_start && !schedule.finished(state.update) &&
-         (ranks > 1 || !budget.spent())) {
+  bool done = spent_at_start || stopped_before;
+  while (!done && !schedule.finished(state.update) && (ranks > 1 || !budget.spent())) {
     lr = lr_schedule(state.update + 1);
     const UpdateStep::Result update = step.run(next_batch, lr, own_stop_cause);
     if (!update.complete) done = true;
