@@ -260,6 +260,23 @@ TEST_CASE("tx-translate: one line per input line in input order, as the library 
       }
     }
     CHECK(pairs_seen > 10);
+    // Unknown tokens print as " ⁇ ", a word of their own, wherever their pieces sit: the
+    // translation's words are the printed ones, one soft group each.
+    std::ofstream(f.dir.file("unk.txt"))
+        << kWords[0] << "\t" << kWords[1] << "€" << kWords[2] << " " << kWords[3] << "\n"
+        << kWords[1] << "\t€" << kWords[0] << " ∑ " << kWords[2] << " €\n";
+    Run unk = run(
+        f.dir, TX_TRANSLATE_BIN,
+        flags + " --force-decode --alignment soft --alignment-words < " + f.dir.file("unk.txt"));
+    REQUIRE(unk.status == 0);
+    const std::vector<std::string> unk_lines = split_lines(unk.out);
+    REQUIRE(unk_lines.size() == 2);
+    for (const std::string& line : unk_lines) {
+      INFO(line);
+      const size_t bar = line.find(" ||| ");
+      CHECK(line.substr(0, bar).find("\u2047") != std::string::npos);
+      CHECK(count_words(line.substr(bar + 5)) == count_words(line.substr(0, bar)));
+    }
     for (const char* bad : {"--alignment 2", "--alignment firm", "--alignment-words"}) {
       INFO(bad);
       Run r = run(f.dir, TX_TRANSLATE_BIN, flags + " " + bad + " < " + f.dir.file("in.txt"));

@@ -28,9 +28,9 @@ enum class AlignmentKind { none, hard, threshold, soft };
 struct AlignmentOptions {
   AlignmentKind kind = AlignmentKind::none;
   float threshold = 1.0f;  // threshold: every pair with probability > it
-  // Source and target words instead of tokens: the whitespace-separated words of the text,
-  // pieces joined at those that begin with U+2581, eos left out (translator.cc's words_of; see
-  // format_alignment).
+  // Source and target words instead of tokens: the whitespace-separated words of the source
+  // line (pieces joined at those that begin with U+2581) and of the printed translation, eos
+  // left out (translator.cc's words_of and printed_words_of; see format_alignment).
   bool words = false;
 };
 

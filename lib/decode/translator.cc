@@ -90,6 +90,40 @@ WordMap words_of(const data::Vocab& vocab, const std::vector<int32_t>& ids) {
   return words;
 }
 
+// The words of the printed translation, each token's found by decoding the text up to it: a
+// token printed otherwise than its piece is spelled (an unknown token's " ⁇ ", or nothing at
+// all in some vocabularies) then counts as the printed text does. A token is in the word of the
+// first non-space character it adds (or changes, where decoding rewrites the text before it);
+// one that adds only spaces goes with the word that follows, or with none at the end; eos is in
+// none. A translation's tokens are few (max_length), so decoding each prefix costs little.
+WordMap printed_words_of(const data::Vocab& vocab, const std::vector<int32_t>& ids) {
+  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  WordMap words(ids.size(), -1);
+  std::vector<int32_t> prefix;
+  std::string before;
+  std::vector<size_t> waiting;  // tokens of spaces alone, for the next word
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] == vocab.eos_id()) continue;
+    prefix.push_back(ids[i]);
+    std::string now = vocab.decode(prefix);
+    size_t at = 0;
+    while (at < before.size() && at < now.size() && before[at] == now[at]) ++at;
+    while (at < now.size() && space(now[at])) ++at;
+    if (at == now.size()) {
+      waiting.push_back(i);
+    } else {
+      int32_t word = -1;  // the words that start at or before `at`, less one
+      for (size_t k = 0; k <= at; ++k)
+        if (!space(now[k]) && (k == 0 || space(now[k - 1]))) ++word;
+      for (size_t k : waiting) words[k] = word;
+      waiting.clear();
+      words[i] = word;
+    }
+    before = std::move(now);
+  }
+  return words;
+}
+
 }  // namespace
 
 Translator::Translator(Backend& be, const nn::Transformer& model, const data::Vocab& src_vocab,
@@ -136,7 +170,9 @@ std::string Translator::alignment_of(const Hypothesis& h,
   if (!source) source = &eos_only;
   std::vector<int32_t> target = h.ids;
   if (h.eos) target.push_back(tgt_vocab_.eos_id());
-  const WordMap src = words_of(src_vocab_, *source), tgt = words_of(tgt_vocab_, target);
+  // The source's words are its line's, which its pieces spell (an unknown token stands for what
+  // the line held there); the translation's are those printed.
+  const WordMap src = words_of(src_vocab_, *source), tgt = printed_words_of(tgt_vocab_, target);
   return format_alignment(h.alignment, o, &src, &tgt);
 }
 
