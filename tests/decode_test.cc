@@ -654,6 +654,32 @@ TEMPLATE_TEST_CASE(
   }
 }
 
+TEMPLATE_TEST_CASE(
+    "decode prefix: a prefix longer than the length limit is the whole output, under each rule",
+    "[decode][prefix]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  TinyModel m(*be, 11);
+  const Ids prefix = {8, 4, 8, 5, 6, 7, 8, 4, 5, 6, 4};  // 11 tokens; the limits allow 1-3
+  using tx::decode::SearchRule;
+  for (const SearchRule rule : {SearchRule::fairseq, SearchRule::huggingface, SearchRule::marian}) {
+    for (const int beam : {1, 4}) {
+      INFO("rule " << int(rule) << ", beam " << beam);
+      BeamSearchOptions o;
+      o.rule = rule;
+      o.beam_size = beam;
+      o.max_length_a = rule == SearchRule::marian ? 0.5f : 0.0f;  // marian: 0.5 x (words + eos)
+      o.max_length_b = 2;
+      BeamSearch search(*be, m.model, o);
+      const std::map<int64_t, NBest> got =
+          search_all(search, kSources, {8, 0}, std::vector<Ids>(kSources.size(), prefix));
+      for (size_t s = 0; s < kSources.size(); ++s) {
+        INFO("sentence " << s);
+        CHECK(got.at(s).at(0).ids == prefix);
+      }
+    }
+  }
+}
+
 TEMPLATE_TEST_CASE("decode ensemble: a model with itself searches as the model alone",
                    "[decode][ensemble]", TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);

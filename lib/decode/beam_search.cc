@@ -292,7 +292,10 @@ BeamSearch::Cohort BeamSearch::start(Graph& g, std::vector<SourceSentence> sente
     const int64_t positions = max_positions_ - 1;
     if (static_cast<int64_t>(s.prefix.size()) > positions)
       s.prefix.resize(static_cast<size_t>(positions));
-    s.max_length = std::max<int64_t>(s.max_length, static_cast<int64_t>(s.prefix.size()));
+    // (marian's max_length is the last step's index: the prefix's last token is step P - 1.)
+    const int64_t prefix_end =
+        static_cast<int64_t>(s.prefix.size()) - (options_.rule == SearchRule::marian ? 1 : 0);
+    s.max_length = std::max<int64_t>(s.max_length, prefix_end);
     s.empty_source = ids.size() <= 1;
     if (options_.alignment) s.source = ids;
     steps = std::max(steps, s.max_length + 1);
@@ -629,22 +632,41 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
       const bool was_done = s.done;
       std::vector<Row> live;
       const bool forced_now = !s.done && forced(s);
+      // Marian's last step: a hypothesis ends with its token, without eos.
+      const bool last = marian && t >= s.max_length;
+      auto end_without_eos = [&](int32_t row, int32_t token, float score, int64_t slot) {
+        std::vector<int32_t> h = c.trail.ids(c.rows[row].last);
+        h.push_back(token);
+        const float shown = log_probs ? score : std::numeric_limits<float>::quiet_NaN();
+        s.finished.push_back({h,
+                              shown,
+                              normalise(shown, h.size(), options_.length_penalty),
+                              parts_of(row, slot),
+                              /*eos=*/false,
+                              {}});
+      };
       if (forced_now) {
-        // The prefix's next token on the sentence's best live rows; nothing ends here.
+        // The prefix's next token on the sentence's best live rows; nothing ends here but at
+        // Marian's last step.
         std::vector<int32_t> order(static_cast<size_t>(width));
         for (int i = 0; i < width; ++i) order[i] = static_cast<int32_t>(k * width + i);
         std::stable_sort(order.begin(), order.end(),
                          [&](int32_t a, int32_t b) { return forced_scores[a] > forced_scores[b]; });
-        for (int32_t row : order)
-          if (forced_scores[row] >= kDeadBelow && static_cast<int>(live.size()) < beam)
+        int taken = 0;
+        for (int32_t row : order) {
+          if (forced_scores[row] < kDeadBelow || taken == beam) break;  // sorted
+          ++taken;
+          if (last)
+            end_without_eos(row, s.prefix[t], forced_scores[row], forced_slot + row);
+          else
             live.push_back(Row{row, s.prefix[t], forced_scores[row],
                                c.trail.extend(c.rows[row].last, s.prefix[t]),
                                parts_of(row, forced_slot + row)});
+        }
       }
       if (marian && !s.done && !forced_now) {
         // Marian's rule: as many candidates as the sentence has live hypotheses.
         const int slots = beam - static_cast<int>(s.finished.size());
-        const bool last = t >= s.max_length;
         if (s.empty_source && t == 0)
           s.finished.push_back({{}, 0.0f, 0.0f, std::vector<float>(picked.size(), 0.0f), true, {}});
         for (int i = 0, taken = 0; i < top && !s.empty_source && taken < slots; ++i, ++taken) {
@@ -655,15 +677,7 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
           if (token == eos) {
             finish(row, score, k * top + i);
           } else if (last) {
-            std::vector<int32_t> h = c.trail.ids(c.rows[row].last);
-            h.push_back(token);
-            const float shown = log_probs ? score : std::numeric_limits<float>::quiet_NaN();
-            s.finished.push_back({h,
-                                  shown,
-                                  normalise(shown, h.size(), options_.length_penalty),
-                                  parts_of(row, k * top + i),
-                                  /*eos=*/false,
-                                  {}});
+            end_without_eos(row, token, score, k * top + i);
           } else {
             live.push_back(Row{row, token, score, c.trail.extend(c.rows[row].last, token),
                                parts_of(row, k * top + i)});
