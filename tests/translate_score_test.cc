@@ -547,8 +547,10 @@ TEST_CASE("tx-translate and tx-score: -m A B is an ensemble with --weights", "[a
     CHECK(other.out != r.out);
   }
   SECTION("--weights: a count other than the models' or a non-number, one line, exit 2") {
-    for (const std::string& weights : {std::string(" --weights 1"), std::string(" --weights 1 x"),
-                                       std::string(" --weights 1 2 3")}) {
+    for (const std::string& weights :
+         {std::string(" --weights 1"), std::string(" --weights 1 x"),
+          std::string(" --weights 1 2 3"), std::string(" --weights 1e28 1"),
+          std::string(" --weights 1 -2e6"), std::string(" --weights 1 1e-45")}) {
       INFO(weights);
       Run r = run(f.dir, TX_TRANSLATE_BIN,
                   "-m " + f.model_path + " " + model_b_path + vocabs + weights + in);

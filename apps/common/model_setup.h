@@ -260,8 +260,18 @@ class LoadedModels {
  private:
   static float weight(const std::string& text) {
     const std::optional<double> w = parse_number(text);
-    if (w && std::isfinite(static_cast<float>(*w))) return static_cast<float>(*w);
-    throw UsageError(str("--weights: '", text, "' is not a number; give one weight per model"));
+    if (!w || !std::isfinite(static_cast<float>(*w)))
+      throw UsageError(str("--weights: '", text, "' is not a number; give one weight per model"));
+    // The search's sums of weighted log-probs must stay far above its "impossible" score
+    // (-1e29) and above float's rounding: a weight of 1e28 made every hypothesis impossible,
+    // one of 1e-45 rounded every score to 0.
+    const double size = std::abs(*w);
+    if (size != 0 && (size < 1e-6 || size > 1e6))
+      throw UsageError(str("--weights: ", text,
+                           " is outside the weights tx computes with (0, or 1e-6 to 1e6 either "
+                           "side of 0); only the ratios of the weights matter to beam search, so "
+                           "scale them into that range"));
+    return static_cast<float>(*w);
   }
 
   static std::string join(const std::vector<std::string>& items) {
