@@ -284,7 +284,7 @@ int score_nbest(const Options& o, const tx::app::LoadedModels& m) {
   // The features the list already names ("F0=" -> F0): the new one must be another.
   std::set<std::string> used;
   for (const tx::io::NBestLine& n : nbest) {
-    std::istringstream words{std::string(tx::io::trim_spaces(n.fields[2]))};
+    std::istringstream words{std::string(tx::io::trim_spaces(n.fields[n.features_field()]))};
     for (std::string w; words >> w;)
       if (w.size() > 1 && w.back() == '=') used.insert(w.substr(0, w.size() - 1));
   }
@@ -303,9 +303,11 @@ int score_nbest(const Options& o, const tx::app::LoadedModels& m) {
   std::string out;
   for (size_t k = 0; k < nbest.size(); ++k) {
     const std::vector<std::string>& f = nbest[k].fields;
-    const std::string_view features = tx::io::trim_spaces(f[2]);
-    out += f[0] + "|||" + f[1] + "||| " + std::string(features) + (features.empty() ? "" : " ") +
-           feature + "= " + fixed(scores[k], 6) + " |||" + f[3] + "\n";
+    const size_t at = nbest[k].features_field();
+    for (size_t i = 0; i < at; ++i) out += f[i] + "|||";
+    const std::string_view features = tx::io::trim_spaces(f[at]);
+    out += " " + std::string(features) + (features.empty() ? "" : " ") + feature + "= " +
+           fixed(scores[k], 6) + " |||" + f[at + 1] + "\n";
   }
   write_stdout(out);
   tx::app::info(o, "rescored ", nbest.size(), " n-best line", nbest.size() == 1 ? "" : "s", " of ",

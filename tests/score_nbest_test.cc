@@ -156,6 +156,28 @@ TEST_CASE("tx-score --n-best-list: each line gets the score tx-score gives its p
     REQUIRE(r.status == 0);
     CHECK(r.out == expected(extra, "R2L"));
   }
+  SECTION("a list with alignments (tx-translate --alignment): the features before the score") {
+    Run aligned =
+        run(f.dir, TX_TRANSLATE_BIN,
+            f.model_args() + " --beam-size 4 --n-best 3 --alignment < " + f.dir.file("src.txt"));
+    REQUIRE(aligned.status == 0);
+    REQUIRE(split_lines(aligned.out).size() == nbest.size());
+    std::ofstream(f.dir.file("aligned.txt")) << aligned.out;
+    Run r = run(f.dir, TX_SCORE_BIN,
+                f.model_args() + " --src " + f.dir.file("src.txt") + " --n-best-list " +
+                    f.dir.file("aligned.txt"));
+    REQUIRE(r.status == 0);
+    // Each line as the list without alignments gives it, with the alignment field kept.
+    const std::vector<std::string> got = split_lines(r.out), in = split_lines(aligned.out),
+                                   want = split_lines(expected("", "F1"));
+    REQUIRE(got.size() == want.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      const std::vector<std::string> g = fields(got[k]), w = fields(want[k]), a = fields(in[k]);
+      REQUIRE(g.size() == 5);
+      CHECK(g[2] == a[2]);  // the alignment, as it came
+      CHECK(std::vector<std::string>{g[0], g[1], g[3], g[4]} == w);
+    }
+  }
   SECTION("rescoring a rescored list appends one more feature") {
     Run once = run(f.dir, TX_SCORE_BIN,
                    f.model_args() + " --src " + f.dir.file("src.txt") + " --n-best-list " +

@@ -22,10 +22,11 @@ NBestLine parse_nbest_line(const std::string& line, const std::string& where) {
     if (bar == std::string::npos) break;
     begin = bar + 3;
   }
-  if (n.fields.size() != 4)
+  if (n.fields.size() != 4 && n.fields.size() != 5)
     throw Error(str(where, " has ", n.fields.size(),
-                    " fields; an n-best line is 'i ||| text ||| features ||| score' "
-                    "(as tx-translate --n-best N writes it)"));
+                    " fields; an n-best line is 'i ||| text ||| features ||| score', with "
+                    "'||| alignment' after the text (as tx-translate --n-best N [--alignment] "
+                    "writes it)"));
   const std::string_view index = trim_spaces(n.fields[0]);
   // 18 digits always fit an int64_t.
   if (index.empty() || index.size() > 18 ||
