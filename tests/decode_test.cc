@@ -447,6 +447,23 @@ TEMPLATE_TEST_CASE(
     CHECK(nb.size() == 3);
     for (const Hypothesis& h : nb) CHECK(h.ids.size() == 4);
   }
+  // A minimum above the limit raises it, under each rule: every hypothesis reaches it.
+  for (const tx::decode::SearchRule rule :
+       {tx::decode::SearchRule::fairseq, tx::decode::SearchRule::marian,
+        tx::decode::SearchRule::huggingface}) {
+    INFO("rule " << int(rule));
+    BeamSearchOptions r = o;
+    r.rule = rule;
+    r.max_length_a = 0.5f;
+    r.max_length_b = 0;
+    r.min_length = 6;
+    BeamSearch raised(*be, m.model, r);
+    CHECK(raised.max_output_length(3) >= 6);
+    for (const NBest& nb : raised.search(source_batch(kSources))) {
+      REQUIRE_FALSE(nb.empty());
+      for (const Hypothesis& h : nb) CHECK(h.ids.size() >= 6);
+    }
+  }
 
   // The model's positional range caps the length.
   CHECK(search.max_output_length(100000) == m.model.config().max_length - 1);

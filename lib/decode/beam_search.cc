@@ -172,7 +172,8 @@ int64_t BeamSearch::max_output_length(int64_t source_tokens) const {
     // Marian ends the search after the step t with t + 1 >= factor * (source tokens + eos).
     const double limit =
         static_cast<double>(options_.max_length_a) * static_cast<double>(source_tokens + 1);
-    const double last = std::max(std::ceil(limit) - 1, 0.0);
+    // A --min-length beyond it raises it, as under the other rules (step N may end on eos).
+    const double last = std::max({std::ceil(limit) - 1, 0.0, double(options_.min_length)});
     return static_cast<int64_t>(std::min(last, double(max_positions_ - 1)));
   }
   // In double, clamped before the conversion: a huge factor must not overflow int64.
