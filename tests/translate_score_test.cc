@@ -710,9 +710,10 @@ TEST_CASE("tx-translate and tx-score: flag values at their limits, a NaN weight,
   }
   SECTION("values no field holds are usage errors (exit 2), named") {
     for (const auto& [flags, named] : std::vector<std::pair<std::string, std::string>>{
-             {" -b 4294967297", "--beam-size 4294967297"},
+             {" -b 4294967297", "--beam-size 4294967297 is beyond 2147483647"},
              {" --cpu-threads 100000", "--cpu-threads"},
              {" -n nan", "--normalize: nan"},
+             {" -n 11", "--normalize: 11"},
              {" --max-length-factor inf", "--max-length-factor: inf"}}) {
       INFO(flags);
       Run r = run(f.dir, TX_TRANSLATE_BIN, f.model_args() + flags + in);

@@ -235,7 +235,14 @@ std::vector<OptionSpec> make_registry() {
                                 "Length normalisation: score = log-prob / length^ALPHA (length "
                                 "counts eos); 0 is the plain log-prob. tx-train uses it for "
                                 "validation BLEU",
-                                kTranslate | kScore | kTrain, search, at_least_zero);
+                                kTranslate | kScore | kTrain, search, [](const json& v) {
+                                  // length^ALPHA must stay within float for lengths up to
+                                  // thousands of tokens (4,096^10 = 1.3e36), or scores tie at 0.
+                                  const double a = v.get<double>();
+                                  return std::isfinite(a) && a >= 0 && a <= 10
+                                             ? ""
+                                             : "must lie in [0, 10] (0.6 to 2 are usual)";
+                                });
   normalize.short_name = "n";
   normalize.program_defaults = {{kScore, 0.0}};
   t.push_back(normalize);

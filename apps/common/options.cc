@@ -172,10 +172,13 @@ int64_t Options::integer(const std::string& name) const {
 }
 int Options::int32(const std::string& name) const {
   const int64_t v = integer(name);
-  if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
-    throw UsageError(str("--", name, " ", v, " is out of range; give ",
-                         std::numeric_limits<int32_t>::min(), " to ",
-                         std::numeric_limits<int32_t>::max()));
+  // (The option's own check, e.g. "positive", has passed: only the field's bound is news.)
+  if (v > std::numeric_limits<int32_t>::max())
+    throw UsageError(str("--", name, " ", v, " is beyond ", std::numeric_limits<int32_t>::max(),
+                         ", the most it takes"));
+  if (v < std::numeric_limits<int32_t>::min())
+    throw UsageError(str("--", name, " ", v, " is below ", std::numeric_limits<int32_t>::min(),
+                         ", the least it takes"));
   return static_cast<int>(v);
 }
 double Options::number(const std::string& name) const {

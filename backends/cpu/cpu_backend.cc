@@ -23,15 +23,18 @@ namespace {
 // that gives blocks back (CachingAllocator's sweep) would not shrink the process.
 class HostAllocator : public Allocator {
  public:
+  static constexpr const char* kLessMemory =
+      "; smaller batches (--max-tokens, --mini-batch) or a narrower beam (--beam-size) need less";
   static constexpr size_t kMapBytes = size_t(1) << 20;
   void* allocate(size_t bytes) override {
     if (bytes >= kMapBytes) {
       void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      TX_CHECK(p != MAP_FAILED, "cpu: out of host memory allocating ", bytes, " bytes");
+      TX_CHECK(p != MAP_FAILED, "cpu: out of host memory allocating ", bytes, " bytes",
+               kLessMemory);
       return p;
     }
     void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    TX_CHECK(p, "cpu: out of host memory allocating ", bytes, " bytes");
+    TX_CHECK(p, "cpu: out of host memory allocating ", bytes, " bytes", kLessMemory);
     return p;
   }
   void deallocate(void* p, size_t bytes) override {
