@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -22,6 +23,7 @@
 #include "formats/model_file.h"
 #include "formats/npz.h"
 #include "graph/graph.h"
+#include "io/safetensors.h"
 #include "nn/parameters.h"
 #include "nn/transformer.h"
 #include "support/files.h"
@@ -611,8 +613,8 @@ TEST_CASE("tx-average of a Marian model with itself translates as marian-decoder
   INFO(a.err);
   REQUIRE(a.status == 0);
   // A tx file first, the Marian model second: one line naming both, not a misread header.
-  Run mixed = run_program(dir, TX_AVERAGE_BIN,
-                          avg + " " + model + " -o " + dir.file("mixed.safetensors"));
+  Run mixed =
+      run_program(dir, TX_AVERAGE_BIN, avg + " " + model + " -o " + dir.file("mixed.safetensors"));
   CHECK(mixed.status == 1);
   CHECK_THAT(mixed.err, Catch::Contains(model) && Catch::Contains("one format"));
   // No -v: the averaged file names the vocabularies of model.npz.decoder.yml.
@@ -675,6 +677,34 @@ TEST_CASE("imported models: a user's mistakes are one line naming the problem an
   const std::string spm = fixture("post-relu-tiedall/vocab.spm");
   fails("-m " + dir.file("damaged.npz") + " -v " + spm + " " + spm,
         "'decoder_l2_ffn_W1.npy' is damaged (CRC error: its data does not match its checksum)");
+  // A NaN in a weight Marian stores transposed, and an infinity in one of a Hugging Face
+  // model: named as the file names them, at the file's element.
+  std::vector<tx::formats::NpyArray> arrays =
+      tx::formats::read_npz(fixture("post-relu-tiedall/model.npz"));
+  for (tx::formats::NpyArray& a : arrays)
+    if (a.name == "decoder_l2_ffn_W1") {
+      REQUIRE(a.descr == "<f4");
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      std::memcpy(a.data.data() + 4 * 5, &nan, 4);
+    }
+  write_npz(dir.file("nan.npz"), arrays);
+  fails("-m " + dir.file("nan.npz") + " -v " + spm + " " + spm,
+        "tensor 'decoder_l2_ffn_W1' holds nan at element 5");
+  std::filesystem::create_directories(dir.file("inf"));
+  for (const auto& e : std::filesystem::directory_iterator(hf))
+    std::filesystem::copy_file(e.path(), dir.file("inf/" + e.path().filename().string()));
+  tx::io::TensorFile weights = tx::io::read_safetensors(hf + "/model.safetensors");
+  const std::string fc1 = "model.decoder.layers.0.fc1.weight";
+  tx::io::NamedTensor* t = nullptr;
+  for (tx::io::NamedTensor& x : weights.tensors)
+    if (x.name == fc1) t = &x;
+  REQUIRE(t);
+  std::vector<float> values = t->to_floats();
+  values[7] = std::numeric_limits<float>::infinity();
+  *t = tx::io::NamedTensor::from_floats(fc1, t->dtype, t->shape, values);
+  std::filesystem::remove(dir.file("inf/model.safetensors"));
+  tx::io::write_safetensors(dir.file("inf/model.safetensors"), weights);
+  fails("-m " + dir.file("inf"), "tensor '" + fc1 + "' holds inf at element 7");
   // A directory that is no model at all.
   std::filesystem::create_directories(dir.file("empty"));
   fails("-m " + dir.file("empty"), "is a directory without config.json");

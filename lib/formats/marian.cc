@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/finite.h"
 #include "formats/model_file.h"
 #include "formats/npz.h"
 
@@ -189,6 +190,8 @@ class Mapper {
     // float32 arrays are read in place; float16 ones widened first.
     const std::vector<float> wide = a.descr == "<f4" ? std::vector<float>() : a.floats();
     const uint8_t* v = wide.empty() ? a.data.data() : reinterpret_cast<const uint8_t*>(wide.data());
+    // Checked here, in the file's name and order: tx's transposed copy would name neither.
+    check_finite(reinterpret_cast<const float*>(v), in * out, where_, from);
     io::NamedTensor t{to, DType::f32, Shape{out, in}, {}};
     t.data.resize(t.nbytes());
     uint8_t* w = t.data.data();
@@ -229,10 +232,14 @@ class Mapper {
   // The array as it is: a float32 array's bytes move over, a float16 one is widened.
   void add(const std::string& from, const std::string& to, Shape shape) {
     NpyArray& a = arrays_.at(from);
-    if (a.descr == "<f4" && a.data.size() == static_cast<size_t>(shape.numel()) * 4)
+    if (a.descr == "<f4" && a.data.size() == static_cast<size_t>(shape.numel()) * 4) {
+      check_finite(reinterpret_cast<const float*>(a.data.data()), shape.numel(), where_, from);
       place(from, io::NamedTensor{to, DType::f32, std::move(shape), std::move(a.data)});
-    else
-      place(from, io::NamedTensor::from_floats(to, DType::f32, std::move(shape), a.floats()));
+    } else {
+      const std::vector<float> values = a.floats();
+      check_finite(values.data(), static_cast<int64_t>(values.size()), where_, from);
+      place(from, io::NamedTensor::from_floats(to, DType::f32, std::move(shape), values));
+    }
   }
   void place(const std::string& from, io::NamedTensor t) {
     used_.insert(from);

@@ -1,6 +1,7 @@
 #include "formats/torch_names.h"
 
 #include "core/error.h"
+#include "core/finite.h"
 
 namespace tx::formats {
 
@@ -14,7 +15,10 @@ void Mapper::take(const std::string& from, const std::string& to, const Shape& s
   TX_CHECK(t->shape.numel() == shape.numel() && t->dtype != DType::i32, where_, ": tensor '", from,
            "' is ", t->shape.str(), ", ", shape.str(), " expected from the model's configuration");
   used_.insert(from);
-  out_.add(io::NamedTensor::from_floats(to, DType::f32, shape, t->to_floats()));
+  const std::vector<float> values = t->to_floats();
+  check_finite(values.data(), static_cast<int64_t>(values.size()), where_,
+               from);  // the file's name
+  out_.add(io::NamedTensor::from_floats(to, DType::f32, shape, values));
 }
 
 void Mapper::check_all_used() const {

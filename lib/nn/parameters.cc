@@ -8,6 +8,8 @@
 #include <malloc.h>
 #endif
 
+#include "core/finite.h"
+
 namespace tx::nn {
 
 Var ParameterSet::add(const std::string& name, Tensor value) {
@@ -55,20 +57,6 @@ Tensor ParameterSet::make_contiguous(Backend& be) {
     offset += slice.numel();
   }
   return flat;
-}
-
-void check_finite(const float* x, int64_t n, const std::string& where, const std::string& name) {
-  // An all-ones exponent is NaN or infinity: an integer test the compiler vectorises.
-  uint32_t bad = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, x + i, sizeof bits);
-    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
-  }
-  if (!bad) return;
-  const int64_t i = std::find_if(x, x + n, [](float v) { return !std::isfinite(v); }) - x;
-  throw Error(str(where, ": tensor '", name, "' holds ", x[i], " at element ", i,
-                  "; the file is damaged or its training diverged (use an earlier checkpoint)"));
 }
 
 void load_parameters(io::TensorFile&& file, Backend& be, const ParameterSet& params,

@@ -45,11 +45,6 @@ class ParameterSet {
   std::unordered_map<std::string, size_t> index_;
 };
 
-// Throws tx::Error naming `where`, the tensor and the element when x[0, n) holds a NaN or an
-// infinity: a damaged file or a diverged run, which would otherwise show only as empty or
-// NaN-scored output later.
-void check_finite(const float* x, int64_t n, const std::string& where, const std::string& name);
-
 // Moves `file`'s tensors into the parameters of the same names (an imported model's, already
 // in tx's names and layouts), freeing each tensor's bytes once it is on the device, so that the
 // file and the parameters are not both held whole. Checks every name and shape first, so a

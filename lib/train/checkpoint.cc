@@ -5,6 +5,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "core/finite.h"
 #include "formats/model_file.h"
 #include "io/safetensors.h"
 
@@ -125,11 +126,11 @@ void load_tensors(io::SafetensorsReader& reader, Backend& be, const std::vector<
     io::NamedTensor h = reader.read(t.name);
     if (h.dtype == DType::f32) {
       const auto* x = reinterpret_cast<const float*>(h.data.data());
-      nn::check_finite(x, h.shape.numel(), where, t.name);
+      check_finite(x, h.shape.numel(), where, t.name);
       be.copy_from_host(x, t.dst);
     } else {
       std::vector<float> wide = h.to_floats();  // f16 / bf16 model files
-      nn::check_finite(wide.data(), h.shape.numel(), where, t.name);
+      check_finite(wide.data(), h.shape.numel(), where, t.name);
       be.copy_from_host(wide.data(), t.dst);
     }
   }
