@@ -39,8 +39,14 @@ TEST_CASE("alignment option values as Marian reads them", "[alignment]") {
   const AlignmentOptions t = parse_alignment({"0.25"});
   CHECK(t.kind == AlignmentKind::threshold);
   CHECK(t.threshold == 0.25f);
-  for (const char* bad : {"0", "-0.5", "1.5", "hardest", "0.5x", ""})
+  for (const char* bad :
+       {"0", "-0.5", "1.5", "hardest", "0.5x", "", " 0.5", "nan", "inf", "1e-999"})
     CHECK_THROWS_WITH(parse_alignment({bad}), Catch::Contains("--alignment"));
+  // A threshold below float's range is a threshold (every pair above probability 0).
+  const AlignmentOptions tiny = parse_alignment({"1e-50"});
+  CHECK(tiny.kind == AlignmentKind::threshold);
+  CHECK(tiny.threshold == 0.0f);
+  CHECK_THROWS_WITH(parse_alignment({"1e-999"}), Catch::Contains("in (0, 1]"));
   CHECK_THROWS_WITH(parse_alignment({"hard", "soft"}), Catch::Contains("one value"));
 }
 

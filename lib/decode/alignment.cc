@@ -1,7 +1,9 @@
 #include "decode/alignment.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 #include <utility>
@@ -23,18 +25,17 @@ AlignmentOptions parse_alignment(const std::vector<std::string>& values) {
     o.kind = AlignmentKind::soft;
     return o;
   }
-  float t = 0;
-  size_t used = 0;
-  try {
-    t = std::stof(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  TX_CHECK(used == v.size() && used > 0, "--alignment: unknown value '", v, "'", usage);
-  TX_CHECK(t > 0.0f && t <= 1.0f, "--alignment ", v, ": a threshold must be in (0, 1]", usage);
+  // In double: a threshold below float's range (1e-50) is still one, which links every pair
+  // with a probability above 0, as its float, 0, does.
+  char* end = nullptr;
+  const double t = v.empty() || std::isspace(static_cast<unsigned char>(v[0]))
+                       ? std::nan("")
+                       : std::strtod(v.c_str(), &end);
+  TX_CHECK(end == v.c_str() + v.size(), "--alignment: unknown value '", v, "'", usage);
+  TX_CHECK(t > 0.0 && t <= 1.0, "--alignment ", v, ": a threshold must be in (0, 1]", usage);
   // Marian: a threshold of 1 is the hard alignment (no probability exceeds 1).
-  o.kind = t == 1.0f ? AlignmentKind::hard : AlignmentKind::threshold;
-  o.threshold = t;
+  o.kind = t == 1.0 ? AlignmentKind::hard : AlignmentKind::threshold;
+  o.threshold = static_cast<float>(t);
   return o;
 }
 
