@@ -628,6 +628,23 @@ TEST_CASE("tx-average of a Marian model with itself translates as marian-decoder
   check_marian_nbest(r.out, v);
 }
 
+TEST_CASE("Marian models: an .npz under another name is read as one", "[import]") {
+  TempDir dir;
+  write_file(dir.file("in.txt"), "A man in an orange hat.\nTwo dogs.\n");
+  const std::string spm = fixture("post-relu-tiedall/vocab.spm");
+  std::filesystem::copy_file(fixture("post-relu-tiedall/model.npz"), dir.file("model.bin"));
+  auto translate = [&](const std::string& model) {
+    Run r = run_program(dir, TX_TRANSLATE_BIN,
+                        "-m " + model + " -v " + spm + " --quiet < " + dir.file("in.txt"));
+    INFO(r.err);
+    CHECK(r.status == 0);
+    return r.out;
+  };
+  const std::string want = translate(fixture("post-relu-tiedall/model.npz"));
+  CHECK(split_lines(want).size() == 2);
+  CHECK(translate(dir.file("model.bin")) == want);
+}
+
 TEST_CASE("imported models: a user's mistakes are one line naming the problem and the fix",
           "[import]") {
   TempDir dir;
@@ -705,6 +722,8 @@ TEST_CASE("imported models: a user's mistakes are one line naming the problem an
   std::filesystem::remove(dir.file("inf/model.safetensors"));
   tx::io::write_safetensors(dir.file("inf/model.safetensors"), weights);
   fails("-m " + dir.file("inf"), "tensor '" + fc1 + "' holds inf at element 7");
+  // A Hugging Face model's weights given without their directory: the directory is the fix.
+  fails("-m " + hf + "/model.safetensors", "give its directory, -m " + hf);
   // A directory that is no model at all.
   std::filesystem::create_directories(dir.file("empty"));
   fails("-m " + dir.file("empty"), "is a directory without config.json");

@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -107,6 +109,14 @@ Format format_of(const std::string& path) {
                                                                    : Format::huggingface;
   }
   if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".npz") == 0) return Format::marian;
+  // An .npz under another name is still a zip archive (a safetensors file starts with its
+  // header's length, whose high bytes are 0).
+  char magic[4] = {};
+  if (FILE* f = std::fopen(path.c_str(), "rb")) {
+    const size_t got = std::fread(magic, 1, sizeof magic, f);
+    std::fclose(f);
+    if (got == sizeof magic && std::memcmp(magic, "PK\x03\x04", 4) == 0) return Format::marian;
+  }
   return Format::tx;
 }
 

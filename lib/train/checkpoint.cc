@@ -1,6 +1,7 @@
 #include "train/checkpoint.h"
 
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <unordered_map>
@@ -50,12 +51,24 @@ io::TensorFile model_file(Backend& be, const io::ModelConfig& config,
   return file;
 }
 
+// What to do with a safetensors file that is not tx's: a Hugging Face or fairseq model's
+// weights are read through their directory, which holds the config beside them.
+std::string not_tx_fix(const std::string& path) {
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  for (const char* config : {"fairseq.json", "config.json"})
+    if (std::filesystem::exists(dir / config, ec))
+      return str("it sits beside ", config, ": give its directory, -m ",
+                 dir.empty() ? std::string(".") : dir.string());
+  return "load a checkpoint written by tx";
+}
+
 // Parses the file's config and requires its architecture to equal `config`'s.
 void check_config(const std::string& path, const std::map<std::string, std::string>& metadata,
                   const io::ModelConfig& config) {
   auto it = metadata.find(io::kModelConfigKey);
   TX_CHECK(it != metadata.end(), where_of(path), " has no '", io::kModelConfigKey,
-           "' in its metadata, so it is not a tx model; load a checkpoint written by tx");
+           "' in its metadata, so it is not a tx model; ", not_tx_fix(path));
   io::ModelConfig saved =
       io::ModelConfig::from_json_string(it->second, where_of(path) + " model config");
   const json have = saved.to_json(), want = config.to_json();
@@ -163,7 +176,7 @@ io::ModelConfig read_model_config(const std::string& path) {
   io::SafetensorsReader reader(path);
   auto it = reader.metadata().find(io::kModelConfigKey);
   TX_CHECK(it != reader.metadata().end(), where_of(path), " has no '", io::kModelConfigKey,
-           "' in its metadata, so it is not a tx model; load a checkpoint written by tx");
+           "' in its metadata, so it is not a tx model; ", not_tx_fix(path));
   return io::ModelConfig::from_json_string(it->second, where_of(path) + " model config");
 }
 
