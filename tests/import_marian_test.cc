@@ -722,6 +722,17 @@ TEST_CASE("imported models: a user's mistakes are one line naming the problem an
   std::filesystem::remove(dir.file("inf/model.safetensors"));
   tx::io::write_safetensors(dir.file("inf/model.safetensors"), weights);
   fails("-m " + dir.file("inf"), "tensor '" + fc1 + "' holds inf at element 7");
+  // A decoder.yml naming a vocabulary that is gone (and -v, which overrides it, still works).
+  std::filesystem::create_directories(dir.file("moved"));
+  std::filesystem::copy_file(fixture("post-relu-tiedall/model.npz"), dir.file("moved/model.npz"));
+  write_file(dir.file("moved/model.npz.decoder.yml"),
+             "relative-paths: false\nmodels:\n  - model.npz\nvocabs:\n  - gone.spm\n  - "
+             "gone.spm\n");
+  fails("-m " + dir.file("moved/model.npz"), "'gone.spm' that the Marian model");
+  Run given = run_program(
+      dir, TX_TRANSLATE_BIN,
+      "-m " + dir.file("moved/model.npz") + " -v " + spm + " --quiet < " + dir.file("in.txt"));
+  CHECK(given.status == 0);
   // A Hugging Face model's weights given without their directory: the directory is the fix.
   fails("-m " + hf + "/model.safetensors", "give its directory, -m " + hf);
   // A directory that is no model at all.

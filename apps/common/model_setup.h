@@ -139,7 +139,14 @@ class LoadedModel {
       throw Error(str("--vocabs gives '", given.front(), "' first, but the model '", model,
                       "' names it as its target vocabulary (decoder.yml); give the source "
                       "vocabulary first, then the target's"));
-    if (given.empty()) given = found.paths;
+    if (given.empty()) {
+      given = found.paths;
+      for (const std::string& p : given)
+        if (!std::filesystem::exists(p))
+          throw Error(str("the vocabulary '", p, "' that the Marian model '", model,
+                          "' names in its decoder.yml is missing; give its vocabularies with "
+                          "-v/--vocabs SRC TGT"));
+    }
     if (given.empty())
       throw UsageError(str("give the vocabularies of the Marian model '", model,
                            "' with -v/--vocabs SRC TGT (its .yml or .spm files, as for "
