@@ -216,4 +216,13 @@ TEST_CASE("fairseq models: a user's mistakes are one line naming the problem and
   CHECK(one_line(r.err));
   CHECK_THAT(r.err, Catch::Contains("learned positional embeddings") &&
                         Catch::Contains("does not implement"));
+  // LayerDrop's pruning at load: fairseq would run fewer layers than the weights hold.
+  j["model"]["encoder_learned_pos"] = false;
+  j["model"]["decoder_layers_to_keep"] = "0";
+  write_file(copy + "/fairseq.json", j.dump());
+  r = run_program(dir, TX_TRANSLATE_BIN, "-m " + copy + " < /dev/null");
+  CHECK(r.status != 0);
+  CHECK(one_line(r.err));
+  CHECK_THAT(r.err,
+             Catch::Contains("--decoder-layers-to-keep") && Catch::Contains("does not implement"));
 }

@@ -55,6 +55,10 @@ io::ModelConfig config_from_options(const json& o, const std::string& where) {
   unsupported(field<bool>(o, "cross_self_attention", false, where), "--cross-self-attention");
   unsupported(field<bool>(o, "no_cross_attention", false, where), "--no-cross-attention");
   unsupported(field<double>(o, "quant_noise_pq", 0.0, where) != 0.0, "quant-noise");
+  // fairseq prunes the listed layers' weights at load (LayerDrop) and renumbers the rest.
+  unsupported(!field<std::string>(o, "encoder_layers_to_keep", "", where).empty() ||
+                  !field<std::string>(o, "decoder_layers_to_keep", "", where).empty(),
+              "--encoder-layers-to-keep or --decoder-layers-to-keep (LayerDrop pruning)");
   const std::string act = field<std::string>(o, "activation_fn", "relu", where);
   if (act == "relu")
     c.activation = io::Activation::relu;
