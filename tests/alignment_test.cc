@@ -36,6 +36,7 @@ TEST_CASE("alignment option values as Marian reads them", "[alignment]") {
   CHECK(parse_alignment({"hard"}).kind == AlignmentKind::hard);
   CHECK(parse_alignment({"soft"}).kind == AlignmentKind::soft);
   CHECK(parse_alignment({"1"}).kind == AlignmentKind::hard);
+  CHECK(parse_alignment({"0.99999999999"}).kind == AlignmentKind::hard);  // 1 as a float
   const AlignmentOptions t = parse_alignment({"0.25"});
   CHECK(t.kind == AlignmentKind::threshold);
   CHECK(t.threshold == 0.25f);

@@ -24,8 +24,8 @@ TEST_CASE("demo: examples/numbers/run.sh trains, translates unseen numbers and s
   const std::string bin = std::filesystem::path(TX_TRAIN_BIN).parent_path().string();
   const tx::test::Run r = tx::test::run_program(
       dir,
-      "TX_BIN=" + bin + " TX_NUMBERS_TRAIN=3000 TX_NUMBERS_UPDATES=30 " TX_SOURCE_DIR
-      "/examples/numbers/run.sh",
+      "TX_BIN=" + bin +
+          " TX_NUMBERS_TRAIN=3000 TX_NUMBERS_UPDATES=30 " TX_SOURCE_DIR "/examples/numbers/run.sh",
       dir.file("work"));
   INFO(r.out << r.err);
   REQUIRE(r.status == 0);

@@ -734,7 +734,7 @@ TEST_CASE("imported models: a user's mistakes are one line naming the problem an
       "-m " + dir.file("moved/model.npz") + " -v " + spm + " --quiet < " + dir.file("in.txt"));
   CHECK(given.status == 0);
   // A Hugging Face model's weights given without their directory: the directory is the fix.
-  fails("-m " + hf + "/model.safetensors", "give its directory, -m " + hf);
+  fails("-m " + hf + "/model.safetensors", "give its directory, '" + hf + "', instead");
   // A directory that is no model at all.
   std::filesystem::create_directories(dir.file("empty"));
   fails("-m " + dir.file("empty"), "is a directory without config.json");

@@ -391,9 +391,10 @@ std::vector<int64_t> data_position(const std::string& checkpoint) {
 }
 }  // namespace
 
-TEST_CASE("tx-train: a resume under other batching options or data is refused, "
-          "--no-restore-corpus goes on from the next epoch",
-          "[train_cli]") {
+TEST_CASE(
+    "tx-train: a resume under other batching options or data is refused, "
+    "--no-restore-corpus goes on from the next epoch",
+    "[train_cli]") {
   TempDir dir;
   std::string base = tiny_flags(dir) + " --save-freq 100";
   base.replace(base.find(" --max-tokens 128"), 17, "");
@@ -445,6 +446,53 @@ TEST_CASE("tx-train: a resume under other batching options or data is refused, "
   // The checkpoint now records this run's plan: the same options resume as usual.
   CHECK(tx_train(dir, base + " --after-updates 6 --max-tokens 96").status == 0);
   CHECK(data_position(ckpt) == std::vector<int64_t>{1, 3, data_position(ckpt)[2]});
+
+  // A checkpoint from before the plan was recorded resumes under any options.
+  {
+    tx::io::TensorFile file = tx::io::read_safetensors(ckpt);
+    nlohmann::json state = nlohmann::json::parse(file.metadata.at(tx::train::kTrainingStateKey));
+    REQUIRE(state.contains("batch_plan"));
+    state.erase("batch_plan");
+    file.metadata[tx::train::kTrainingStateKey] = state.dump();
+    tx::io::write_safetensors(ckpt, file);
+  }
+  CHECK(tx_train(dir, base + " --after-updates 7 --max-tokens 64").status == 0);
+  CHECK(tx::test::checkpoint_update(ckpt) == 7);
+}
+
+TEST_CASE(
+    "tx-train: the batch plan under subword sampling, and the linear schedule's end after "
+    "--no-restore-corpus",
+    "[train_cli]") {
+  TempDir dir;
+  std::string base = tiny_flags(dir) + " --save-freq 100";
+  base.replace(base.find(" --quiet"), 8, "");
+  const std::string ckpt = dir.file("m/checkpoint.safetensors");
+  // One alpha or the same with a target alpha of 0 sample alike: the same plan.
+  REQUIRE(tx_train(dir, base + " --sentencepiece-alphas 0.1 --after-updates 2").status == 0);
+  Run same = tx_train(dir, base + " --sentencepiece-alphas 0.1 0 --after-updates 3");
+  INFO(same.err);
+  CHECK(same.status == 0);
+  Run other = tx_train(dir, base + " --sentencepiece-alphas 0.2 --after-updates 4");
+  CHECK(other.status == 1);
+  CHECK_THAT(other.err, Catch::Contains("--sentencepiece-alphas [0.1,0.0] (this run: [0.2,0.0])"));
+
+  // --no-restore-corpus under the linear schedule of --after-epochs: the rate comes down to 0 at
+  // the run's real end, counted from where the data goes on.
+  TempDir lin;
+  std::string flags = tiny_flags(lin) + " --save-freq 100";
+  flags.replace(flags.find("--lr-schedule constant"), 22, "--lr-schedule linear --lr-warmup 2");
+  flags.replace(flags.find(" --quiet"), 8, "");
+  REQUIRE(tx_train(lin, flags + " --after-epochs 2 --after-updates 3").status == 0);
+  Run resumed = tx_train(lin, flags + " --after-epochs 2 --mini-batch 5 --no-restore-corpus");
+  INFO(resumed.err);
+  REQUIRE(resumed.status == 0);
+  const std::string end = "to 0 at update ";
+  const size_t at = resumed.err.find(end);
+  REQUIRE(at != std::string::npos);
+  const int64_t planned = std::stoll(resumed.err.substr(at + end.size()));
+  CHECK(tx::test::checkpoint_update(lin.file("m/checkpoint.safetensors")) == planned);
+  CHECK(data_position(lin.file("m/checkpoint.safetensors"))[0] == 2);  // both epochs done
 }
 
 TEST_CASE("tx-train: a tx model is fine-tuned and resumed on its own vocabularies only",

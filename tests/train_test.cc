@@ -8,6 +8,7 @@
 
 #include "support/backends.h"
 #include "support/reference.h"
+#include "train/batch_plan.h"
 #include "train/early_stopping.h"
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
@@ -422,6 +423,34 @@ TEST_CASE("train early stopping: its state survives JSON and must match the metr
   CHECK_THROWS_WITH(EarlyStopping::State::from_json(j, "ckpt"), Contains("no 'stalled'"));
 }
 
+TEST_CASE("train state: a batch plan's change is named, the pair count before the lengths",
+          "[train][state]") {
+  const nlohmann::json saved = {{"--max-tokens", 4096},
+                                {"--mini-batch", 0},
+                                {"--maxi-batch", 100},
+                                {"--seed", 1},
+                                {"--sentencepiece-alphas", nlohmann::json::array()},
+                                {"pairs", 29000},
+                                {"lengths", "0123456789abcdef"}};
+  using tx::train::batch_plan_change;
+  CHECK(batch_plan_change(saved, saved).empty());
+  CHECK(batch_plan_change(nullptr, saved).empty());  // a checkpoint from before the plan
+  nlohmann::json now = saved;
+  now["pairs"] = 28000;
+  now["lengths"] = "fedcba9876543210";
+  CHECK_THAT(batch_plan_change(saved, now),
+             Contains("29000 pairs after the length filter, now 28000"));
+  now["pairs"] = 29000;
+  CHECK_THAT(batch_plan_change(saved, now), Contains("as many pairs, of other lengths"));
+  now["--seed"] = 7;
+  CHECK(batch_plan_change(saved, now) == "--seed 1 (this run: 7)");
+  nlohmann::json older = saved;  // a plan without a field compares the others
+  older.erase("--seed");
+  CHECK(batch_plan_change(older, now) ==
+        "other training data: as many pairs, of other lengths "
+        "(the corpus changed)");
+}
+
 TEST_CASE("train state: TrainingState JSON round trip and damaged fields", "[train][state]") {
   tx::train::TrainingState s;
   s.update = 1234;
@@ -450,6 +479,17 @@ TEST_CASE("train state: TrainingState JSON round trip and damaged fields", "[tra
   CHECK(pj.at("untimed_updates").get<int64_t>() == 1000);
   CHECK(tx::train::TrainingState::from_json(pj, "x") == partly);
   CHECK_FALSE(tx::train::TrainingState::from_json(pj, "x") == timed);
+  // The batch plan: kept as written, absent from older checkpoints, an object or refused.
+  CHECK_FALSE(j.contains("batch_plan"));
+  tx::train::TrainingState planned = s;
+  planned.batch_plan = {{"--max-tokens", 4096}, {"--seed", 1}, {"lengths", "00ff"}};
+  const nlohmann::json plan_j = nlohmann::json::parse(planned.to_json().dump());
+  CHECK(tx::train::TrainingState::from_json(plan_j, "x") == planned);
+  CHECK_FALSE(tx::train::TrainingState::from_json(plan_j, "x") == s);
+  nlohmann::json bad_plan = plan_j;
+  bad_plan["batch_plan"] = "4096";
+  CHECK_THROWS_WITH(tx::train::TrainingState::from_json(bad_plan, "ckpt"),
+                    Contains("ckpt") && Contains("batch_plan must be an object"));
   j["rng_counter"] = -5;
   CHECK_THROWS_WITH(tx::train::TrainingState::from_json(j, "ckpt"),
                     Contains("ckpt") && Contains("unsigned"));

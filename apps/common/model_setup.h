@@ -42,13 +42,15 @@ class LoadedModel {
     // layouts on the way).
     formats::ModelFile file = formats::read_model_file(path);
     format_ = file.format;
-    std::string recorded_print;  // the pieces a tx file records (vocab_fingerprint); "": none
+    std::string recorded_fingerprint;  // the pieces a tx file records (vocab_fingerprint); "": none
+    bool names_vocabs = false;         // a tx file made from another engine's model (tx.vocabs)
     if (file.format == formats::Format::tx) {
       config_ = train::read_model_config(path);
       // A tx file made from an imported model reads its vocabularies as the original's.
       const auto metadata = train::read_checkpoint_metadata(path);
       const auto found = metadata.find(formats::kVocabsKey);
       if (found != metadata.end()) {
+        names_vocabs = true;
         const formats::VocabFiles files =
             formats::vocab_files_from_json(found->second, str("model '", path, "'"));
         from_marian_ = files.kind == formats::VocabKind::marian;
@@ -62,7 +64,7 @@ class LoadedModel {
         tgt_vocab_ = std::make_unique<data::Vocab>(vocabs.back());
       }
       const auto print = metadata.find(train::kVocabFingerprintKey);
-      if (print != metadata.end()) recorded_print = print->second;
+      if (print != metadata.end()) recorded_fingerprint = print->second;
     } else {
       config_ = file.config;
       from_marian_ = file.format == formats::Format::marian;
@@ -76,15 +78,11 @@ class LoadedModel {
     check_size("target", config_.tgt_vocab_size, *tgt_vocab_, path);
     check_ids(*src_vocab_, *tgt_vocab_, path);
     // Another vocabulary of the model's size would translate every id as another piece.
-    TX_CHECK(recorded_print.empty() ||
-                 recorded_print == data::pair_fingerprint(*src_vocab_, *tgt_vocab_),
-             src_vocab_->path() == tgt_vocab_->path()
-                 ? str("the vocabulary '", src_vocab_->path(), "' is not the one")
-                 : str("the vocabularies '", src_vocab_->path(), "' and '", tgt_vocab_->path(),
-                       "' are not the ones"),
-             " the model '", path,
-             "' was trained on (other pieces under the same ids); give the vocab*.spm files "
-             "tx-train wrote beside it");
+    TX_CHECK(recorded_fingerprint.empty() ||
+                 recorded_fingerprint == data::pair_fingerprint(*src_vocab_, *tgt_vocab_),
+             data::not_trained_on(*src_vocab_, *tgt_vocab_, str("the model '", path, "'")),
+             names_vocabs ? "; leave out -v to use the vocabularies the model names"
+                          : "; give the vocab*.spm files tx-train wrote beside it");
 
     model_ = nn::Transformer(nn::ParamScope::for_loading(backend, params_), config_);
     if (file.format == formats::Format::tx)

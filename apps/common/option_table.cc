@@ -428,7 +428,8 @@ std::vector<OptionSpec> make_registry() {
   t.push_back(option("no-restore-corpus", OptionType::flag, false,
                      "On resume, go on from the next epoch's first batch instead of the "
                      "checkpoint's batch: allows other --max-tokens, --mini-batch, "
-                     "--maxi-batch, --seed or data than the saved run's (Marian's)",
+                     "--maxi-batch, --seed, --sentencepiece-alphas or data than the saved "
+                     "run's (Marian's)",
                      kTrain, training));
   t.push_back(option("dry-run", OptionType::flag, false,
                      "Build the model from the options (vocabularies of --dim-vocabs pieces), "

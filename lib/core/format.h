@@ -1,9 +1,14 @@
-// Number formatting for logs and reports: digit grouping, fixed decimals, durations.
+// Number formatting for logs and reports: digit grouping, fixed decimals, durations, the
+// shortest text of a float.
 #pragma once
 
+#include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <system_error>
 
 namespace tx {
 
@@ -37,6 +42,27 @@ inline std::string duration_text(double seconds) {
   else
     std::snprintf(buf, sizeof buf, "%llds", (long long)s);
   return buf;
+}
+
+// 16 hex digits: a 64-bit hash as text (fingerprints, batch plans).
+inline std::string hex16(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// The shortest text that reads back as exactly `v` ("0.1" for 0.1f, every bit kept), so that two
+// runs compare exactly and read as short as six digits allow.
+inline std::string shortest(float v) {
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, ec == std::errc() ? end : buf);
+}
+
+// The double nearest that text, for JSON: 0.1f is written 0.1 rather than 0.10000000149011612
+// and still reads back as the same float.
+inline double shortest_double(float v) {
+  return std::isfinite(v) ? std::strtod(shortest(v).c_str(), nullptr) : static_cast<double>(v);
 }
 
 }  // namespace tx

@@ -158,7 +158,8 @@ void Batcher::seek(const BatchPosition& position) {
   TX_CHECK(position.batch <= count, "cannot resume at batch ", position.batch, " of epoch ",
            position.epoch, ": it has ", count,
            " batches with these data and options; resume with the corpus, --max-tokens, "
-           "--mini-batch, --maxi-batch and --seed of the saved run");
+           "--mini-batch, --maxi-batch and --seed of the saved run, or with "
+           "--no-restore-corpus");
 }
 
 }  // namespace tx::data

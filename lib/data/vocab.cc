@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/format.h"
 #include "core/rng.h"
 #include "core/utf8.h"
 
@@ -303,9 +304,7 @@ std::string Vocab::fingerprint() const {
     for (const unsigned char c : piece(id)) h = mix64(h ^ c);
     h = mix64(h ^ (0x100u + static_cast<uint64_t>(id)));  // the piece's end: above any byte
   }
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
-  return text;
+  return hex16(h);
 }
 
 int32_t Vocab::size() const {

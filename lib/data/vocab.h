@@ -105,4 +105,13 @@ inline std::string pair_fingerprint(const Vocab& src, const Vocab& tgt) {
   return src.fingerprint() + " " + tgt.fingerprint();
 }
 
+// "the vocabulary 'v.spm' is not the one <what> was trained on (other pieces under the same
+// ids)": the start of the error for a fingerprint that differs.
+inline std::string not_trained_on(const Vocab& src, const Vocab& tgt, const std::string& what) {
+  return (src.path() == tgt.path() ? "the vocabulary '" + src.path() + "' is not the one "
+                                   : "the vocabularies '" + src.path() + "' and '" + tgt.path() +
+                                         "' are not the ones ") +
+         what + " was trained on (other pieces under the same ids)";
+}
+
 }  // namespace tx::data

@@ -33,9 +33,10 @@ AlignmentOptions parse_alignment(const std::vector<std::string>& values) {
                        : std::strtod(v.c_str(), &end);
   TX_CHECK(end == v.c_str() + v.size(), "--alignment: unknown value '", v, "'", usage);
   TX_CHECK(t > 0.0 && t <= 1.0, "--alignment ", v, ": a threshold must be in (0, 1]", usage);
-  // Marian: a threshold of 1 is the hard alignment (no probability exceeds 1).
-  o.kind = t == 1.0 ? AlignmentKind::hard : AlignmentKind::threshold;
+  // Marian: a threshold of 1 is the hard alignment (no probability exceeds 1); decided on the
+  // float the threshold is compared as (0.99999999999 is 1 there).
   o.threshold = static_cast<float>(t);
+  o.kind = o.threshold == 1.0f ? AlignmentKind::hard : AlignmentKind::threshold;
   return o;
 }
 

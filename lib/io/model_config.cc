@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/format.h"
 
 namespace tx::io {
 namespace {
@@ -64,18 +65,6 @@ void read_enum(const json& v, const std::string& key, const std::string& where,
     names += str(names.empty() ? "" : ", ", "\"", name_of(e), "\"");
   }
   throw Error(str(where, ": '", key, "' must be one of ", names, ", got ", v.dump()));
-}
-
-// The double nearest the shortest decimal that reads back as `f`, so 0.1f is written "0.1"
-// rather than "0.10000000149011612" and still reads back bit-exact.
-double shortest(float f) {
-  if (!std::isfinite(f)) return f;
-  char buf[32];
-  for (int digits = 1; digits <= 9; ++digits) {
-    std::snprintf(buf, sizeof buf, "%.*g", digits, static_cast<double>(f));
-    if (std::strtof(buf, nullptr) == f) break;
-  }
-  return std::strtod(buf, nullptr);
 }
 
 void check_rate(float v, const char* key, const std::string& where) {
@@ -175,8 +164,9 @@ void ModelConfig::validate(bool require_vocab, const std::string& where) const {
   TX_CHECK(alignment_layer >= 0 && alignment_layer <= decoder_layers, where,
            ": alignment_layer = ", alignment_layer, " must name one of the ", decoder_layers,
            " decoder layers (1-based; 0 for the last)");
-  TX_CHECK(alignment_head >= -1 && alignment_head < heads, where, ": alignment_head = ",
-           alignment_head, " must name one of the ", heads, " heads (0-based; -1 for their average)");
+  TX_CHECK(alignment_head >= -1 && alignment_head < heads, where,
+           ": alignment_head = ", alignment_head, " must name one of the ", heads,
+           " heads (0-based; -1 for their average)");
   // With unknown sizes (0) the check waits until they are set.
   TX_CHECK(tied_embeddings != TiedEmbeddings::all || src_vocab_size == 0 || tgt_vocab_size == 0 ||
                src_vocab_size == tgt_vocab_size,
@@ -196,16 +186,16 @@ json ModelConfig::to_json() const {
               {"heads", heads},
               {"encoder_layers", encoder_layers},
               {"decoder_layers", decoder_layers},
-              {"dropout", shortest(dropout)},
-              {"attention_dropout", shortest(attention_dropout)},
-              {"relu_dropout", shortest(relu_dropout)},
-              {"dropout_src", shortest(dropout_src)},
-              {"dropout_trg", shortest(dropout_trg)},
-              {"label_smoothing", shortest(label_smoothing)},
+              {"dropout", shortest_double(dropout)},
+              {"attention_dropout", shortest_double(attention_dropout)},
+              {"relu_dropout", shortest_double(relu_dropout)},
+              {"dropout_src", shortest_double(dropout_src)},
+              {"dropout_trg", shortest_double(dropout_trg)},
+              {"label_smoothing", shortest_double(label_smoothing)},
               {"tied_embeddings", name_of(tied_embeddings)},
               {"pre_norm", pre_norm},
               {"max_length", max_length},
-              {"norm_eps", shortest(norm_eps)},
+              {"norm_eps", shortest_double(norm_eps)},
               {"embed_scale", embed_scale},
               {"positions", name_of(positions)},
               {"position_offset", position_offset},

@@ -71,6 +71,8 @@ void load_parameters(io::TensorFile&& file, Backend& be, const ParameterSet& par
   for (const io::NamedTensor& t : file.tensors)
     TX_CHECK(params.contains(t.name), where, " has a tensor '", t.name,
              "' that the model does not have");
+  // Imported models were checked for NaN and infinity in their files' names (formats/): this
+  // check is the one for tx files, and a fallback.
   for (io::NamedTensor& t : file.tensors) {
     const Tensor& value = params.get(t.name)->value;
     if (t.dtype == DType::f32) {

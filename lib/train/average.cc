@@ -94,29 +94,24 @@ void check_same_tensors(const io::SafetensorsReader& first,
 
 // What says which pieces the weights' ids are: an imported model's vocabulary files
 // (formats::kVocabsKey: without it tx-translate would read them as tx's) and the pieces'
-// fingerprint (which fine-tuning and translation check). Every input must agree; files
-// written before the fingerprint (2026-12-01) have none and agree with any.
+// fingerprint (which fine-tuning and translation check). The inputs that hold either must
+// agree on it, and the output carries it; a file without it (a checkpoint written before
+// 2026-12-01 holds neither) agrees with any.
 void carry_vocabularies(const std::vector<std::unique_ptr<io::SafetensorsReader>>& readers,
                         io::TensorFile& out) {
-  const io::SafetensorsReader& first = *readers.front();
-  const auto vocabs = first.metadata().find(formats::kVocabsKey);
-  const bool has_vocabs = vocabs != first.metadata().end();
-  const io::SafetensorsReader* printed = nullptr;  // the first input with a fingerprint
-  for (const auto& reader : readers) {
-    const auto it = reader->metadata().find(formats::kVocabsKey);
-    TX_CHECK((it != reader->metadata().end()) == has_vocabs &&
-                 (!has_vocabs || it->second == vocabs->second),
-             "checkpoint '", reader->path(), "' names other vocabulary files than '", first.path(),
-             "' (metadata '", formats::kVocabsKey, "'); average checkpoints of one training run");
-    const auto print = reader->metadata().find(kVocabFingerprintKey);
-    if (print == reader->metadata().end()) continue;
-    if (!printed) printed = reader.get();
-    TX_CHECK(print->second == printed->metadata().at(kVocabFingerprintKey), "checkpoint '",
-             reader->path(), "' was trained on other vocabularies than '", printed->path(),
-             "' (other pieces under the same ids); average checkpoints of one training run");
+  for (const char* key : {formats::kVocabsKey, kVocabFingerprintKey}) {
+    const io::SafetensorsReader* holder = nullptr;  // the first input with the key
+    for (const auto& reader : readers) {
+      const auto it = reader->metadata().find(key);
+      if (it == reader->metadata().end()) continue;
+      if (!holder) holder = reader.get();
+      TX_CHECK(it->second == holder->metadata().at(key), "'", reader->path(), "' ",
+               key == kVocabFingerprintKey ? "was trained on other vocabularies than '"
+                                           : "names other vocabulary files than '",
+               holder->path(), "' (metadata '", key, "'); average checkpoints of one training run");
+    }
+    if (holder) out.metadata[key] = holder->metadata().at(key);
   }
-  if (has_vocabs) out.metadata[formats::kVocabsKey] = vocabs->second;
-  if (printed) out.metadata[kVocabFingerprintKey] = printed->metadata().at(kVocabFingerprintKey);
 }
 
 // Marian or Hugging Face models (formats/): each read whole, in tx's names, then averaged as

@@ -58,8 +58,8 @@ std::string not_tx_fix(const std::string& path) {
   std::error_code ec;
   for (const char* config : {"fairseq.json", "config.json"})
     if (std::filesystem::exists(dir / config, ec))
-      return str("it sits beside ", config, ": give its directory, -m ",
-                 dir.empty() ? std::string(".") : dir.string());
+      return str("it sits beside ", config, ": give its directory, '",
+                 dir.empty() ? std::string(".") : dir.string(), "', instead of the file");
   return "load a checkpoint written by tx";
 }
 

@@ -76,6 +76,17 @@ data::Vocab vocab_at(const std::string& path, const std::vector<std::string>& in
   return data::Vocab(path);
 }
 
+// What a new model needs of its config and vocabularies: a position for a piece beside eos (the
+// corpus's length limit is max_length - 1; 0 would mean none), and one vocabulary for embeddings
+// tied across both sides.
+void check_layout(const io::ModelConfig& config, bool joint_vocab) {
+  TX_CHECK(config.max_length >= 2, "--max-length ", config.max_length,
+           " leaves no position for a piece beside eos; give 2 or more");
+  TX_CHECK(config.tied_embeddings != io::TiedEmbeddings::all || joint_vocab,
+           "--tied-embeddings all needs one joint vocabulary: give one path twice in --vocabs "
+           "(or none), or use --tied-embeddings decoder or none");
+}
+
 // What the options alone decide, checked before a vocabulary is trained or the corpus read
 // (minutes on a large corpus, and files left behind) and before the model directory exists.
 // read_run_inputs and the trainer check the same again with the data's figures.
@@ -85,9 +96,8 @@ void check_options_before_data(const TrainerOptions& o) {
   for (float a : o.sentencepiece_alphas)
     TX_CHECK(std::isfinite(a) && a >= 0, "--sentencepiece-alphas ", a,
              " must be 0 (the best segmentation) or more");
-  const bool sampling = std::any_of(o.sentencepiece_alphas.begin(), o.sentencepiece_alphas.end(),
-                                    [](float a) { return a != 0; });
-  TX_CHECK(!sampling || o.guided_alignment.empty(), "--sentencepiece-alphas changes the pieces ",
+  TX_CHECK(!o.samples_subwords() || o.guided_alignment.empty(),
+           "--sentencepiece-alphas changes the pieces ",
            "that --guided-alignment's positions count; use one or the other (as Marian)");
   // The schedule as far as the options give it: its name, rate and warm-up, whether a linear
   // one has an end, and an --after-updates end before the warm-up's (the epochs' end needs the
@@ -103,11 +113,7 @@ void check_options_before_data(const TrainerOptions& o) {
   LrSchedule::from_options(lr);
   if (!o.pretrained_model.empty()) return;  // the architecture is the pretrained model's
   o.model.validate(false, "the model options");
-  TX_CHECK(o.model.max_length >= 2, "--max-length ", o.model.max_length,
-           " leaves no position for a piece beside eos; give 2 or more");
-  TX_CHECK(o.model.tied_embeddings != io::TiedEmbeddings::all || o.src_vocab == o.tgt_vocab,
-           "--tied-embeddings all needs one joint vocabulary: give one path twice in --vocabs "
-           "(or none), or use --tied-embeddings decoder or none");
+  check_layout(o.model, o.src_vocab == o.tgt_vocab);
 }
 
 }  // namespace
@@ -267,10 +273,7 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
     }
     const auto it = meta.find(kVocabFingerprintKey);
     TX_CHECK(it == meta.end() || it->second == fingerprint,
-             joint_vocab ? str("the vocabulary '", src_vocab->path(), "' is not the one")
-                         : str("the vocabularies '", src_vocab->path(), "' and '", tgt_vocab.path(),
-                               "' are not the ones"),
-             " '", file, "' was trained on (other pieces under the same ids); ", fix);
+             data::not_trained_on(*src_vocab, tgt_vocab, "'" + file + "'"), "; ", fix);
   };
   if (!o.pretrained_model.empty() && pretrained.format == formats::Format::tx)
     check_fingerprint(o.pretrained_model, "give the vocabularies it was trained with (--vocabs)");
@@ -335,19 +338,15 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
              config.pad_id, ", unk ", config.unk_id, ", bos ", config.bos_id, ", eos ",
              config.eos_id, "; leave the id options at the vocabulary's");
   }
-  TX_CHECK(config.tied_embeddings != io::TiedEmbeddings::all || joint_vocab ||
-               !o.pretrained_model.empty(),
-           "--tied-embeddings all needs one joint vocabulary: give one path twice in --vocabs "
-           "(or none), or use --tied-embeddings decoder or none");
+  // Again with the config and vocabularies found (a resume takes the files its run recorded; a
+  // pretrained model brings its own ties).
+  check_layout(config, joint_vocab || !o.pretrained_model.empty());
   // The layer and head are the model options' (a pretrained model's own when fine-tuning).
   if (!o.guided_alignment.empty() && config.alignment_head < 0) config.alignment_head = 0;
   config.validate(true, "the model options");
 
   // ---- data ---------------------------------------------------------------------------------
   data::CorpusOptions& corpus_options = in.corpus_options;
-  // The limit below is in pieces beside eos; 0 would mean no limit at all.
-  TX_CHECK(config.max_length >= 2, "--max-length ", config.max_length,
-           " leaves no position for a piece beside eos; give 2 or more");
   corpus_options.max_src_tokens = corpus_options.max_tgt_tokens = config.max_length - 1;
   in.corpus = std::make_unique<data::ParallelCorpus>(
       data::load_parallel_corpus(o.train_src, o.train_tgt, *src_vocab, tgt_vocab, corpus_options));

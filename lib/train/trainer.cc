@@ -54,13 +54,15 @@ std::string scientific(double v) {
 // The update the run will stop at, from --after-updates and --after-epochs (the epochs' batch
 // plans are pure functions of the corpus and seed, so a resumed run computes the same number;
 // an update spans epoch boundaries, so the last one may be partial); 0 when neither is set.
+// `done` updates have brought the data to `from` (--no-restore-corpus: another plan's updates).
 int64_t planned_updates(const data::Batcher& batcher, const TrainerOptions& o,
-                        int64_t batches_per_update) {
+                        int64_t batches_per_update, data::BatchPosition from = {0, 0},
+                        int64_t done = 0) {
   int64_t updates = 0;
   if (o.after_epochs > 0) {
-    int64_t batches = 0;
-    for (int64_t e = 0; e < o.after_epochs; ++e) batches += batcher.plan(e).batches();
-    updates = (batches + batches_per_update - 1) / batches_per_update;
+    int64_t batches = -from.batch;
+    for (int64_t e = from.epoch; e < o.after_epochs; ++e) batches += batcher.plan(e).batches();
+    updates = done + (std::max<int64_t>(batches, 0) + batches_per_update - 1) / batches_per_update;
   }
   if (o.after_updates > 0)
     updates = updates > 0 ? std::min(updates, o.after_updates) : o.after_updates;
@@ -282,9 +284,7 @@ TrainerResult Trainer::run() {
   nn::Transformer model(nn::ParamScope(be_, params, init_rng).with_depth_scaling(o.depth_scaling),
                         config);
   Adam adam(be_, params, o.adam);
-  if (std::any_of(o.sentencepiece_alphas.begin(), o.sentencepiece_alphas.end(),
-                  [](float a) { return a != 0; }))
-    set_up_sampling(batcher, o, in, quiet);
+  if (o.samples_subwords()) set_up_sampling(batcher, o, in, quiet);
   LrOptions lr_options = o.lr;
   lr_options.d_model = config.d_model;
   // Planning every epoch's batches costs a shuffle and a sort of the corpus per epoch: only
@@ -295,7 +295,7 @@ TrainerResult Trainer::run() {
   // depend on the last update, which is planned there from the pace (plan_by_time below);
   // until then the schedule ends at the epochs' or updates' limit, or at the warm-up.
   const bool plan_by_time = o.after_minutes > 0 && lr_options.needs_total_updates();
-  const int64_t limit_updates = lr_options.total_updates;  // 0: only the time limits the run
+  int64_t limit_updates = lr_options.total_updates;  // 0: only the time limits the run
   if (plan_by_time && lr_options.total_updates <= 0) lr_options.total_updates = lr_options.warmup;
   LrSchedule lr_schedule = LrSchedule::from_options(lr_options);
   RunSchedule schedule(o, validate_on);
@@ -347,6 +347,14 @@ TrainerResult Trainer::run() {
     if (o.no_restore_corpus && !quiet)
       log("--no-restore-corpus: the data goes on from the first batch of epoch ", at.epoch + 1,
           change.empty() ? "" : str(" (", change, ")"));
+    // The epochs' end, counted from here in this run's plan (from update 0 it would count the
+    // skipped batches and the old plan's as this plan's).
+    if (o.no_restore_corpus && lr_options.needs_total_updates() && o.lr.total_updates <= 0 &&
+        o.after_epochs > 0) {
+      limit_updates = lr_options.total_updates =
+          planned_updates(batcher, o, int64_t(ranks) * o.optimizer_delay, at, state.update);
+      lr_schedule = LrSchedule::from_options(lr_options);
+    }
     if (validate_on && state.early_stopping.validations > 0) {
       // Another first --valid-metrics: its best score and stalled count start afresh.
       if (state.early_stopping.metric == stopper.metric())

@@ -88,6 +88,12 @@ struct TrainerOptions {
   // SentencePiece sampling with these alphas (Marian's; 0 or missing: the best segmentation);
   // validation and translation keep the best (data/subword_sampling.h).
   std::vector<float> sentencepiece_alphas;
+  // Whether an alpha samples (one above 0): alphas of 0 keep the best segmentation.
+  bool samples_subwords() const {
+    for (float a : sentencepiece_alphas)
+      if (a != 0) return true;
+    return false;
+  }
   float guided_alignment_weight = 0.1f;
 
   int64_t after_epochs = 0;   // 0: no limit
