@@ -28,6 +28,7 @@
 #include "nn/transformer.h"
 #include "support/files.h"
 #include "support/programs.h"
+#include "support/train_runs.h"
 
 namespace {
 
@@ -728,7 +729,7 @@ TEST_CASE("imported models: a user's mistakes are one line naming the problem an
   write_file(dir.file("moved/model.npz.decoder.yml"),
              "relative-paths: false\nmodels:\n  - model.npz\nvocabs:\n  - gone.spm\n  - "
              "gone.spm\n");
-  fails("-m " + dir.file("moved/model.npz"), "'gone.spm' that the Marian model");
+  fails("-m " + dir.file("moved/model.npz"), "'gone.spm' that the model");
   Run given = run_program(
       dir, TX_TRANSLATE_BIN,
       "-m " + dir.file("moved/model.npz") + " -v " + spm + " --quiet < " + dir.file("in.txt"));
@@ -763,6 +764,28 @@ TEST_CASE("tx-train --pretrained-model: the saved model translates as the import
   INFO(r.err);
   REQUIRE(r.status == 0);
   check_marian_nbest(r.out, v);
+}
+
+TEST_CASE("tx-train: a run fine-tuned from a Marian model on .yml vocabularies resumes",
+          "[import]") {
+  TempDir dir;
+  TX_SOURCE_OR_SKIP();
+  const Variant& v = kVariants[2];  // src.yml trg.yml
+  const std::string pairs = input_of(dir, v) + " " + outputs_of(v) + "/marian.beam4.out";
+  const std::string from = "--pretrained-model " + fixture(std::string(v.dir) + "/model.npz") +
+                           " -v " + fixture(std::string(v.dir) + "/src.yml") + " " +
+                           fixture(std::string(v.dir) + "/trg.yml") + " --train-sets " + pairs +
+                           " -m " + dir.file("ft") +
+                           " --lr-schedule constant --learn-rate 1e-6 --max-tokens 2000"
+                           " --cpu-threads 1 --quiet";
+  Run first = run_program(dir, TX_TRAIN_BIN, from + " --after-updates 1");
+  INFO(first.err);
+  REQUIRE(first.status == 0);
+  // The same command again resumes, the .yml token lists read as Marian's.
+  Run resumed = run_program(dir, TX_TRAIN_BIN, from + " --after-updates 2");
+  INFO(resumed.err);
+  CHECK(resumed.status == 0);
+  CHECK(tx::test::checkpoint_update(dir.file("ft/checkpoint.safetensors")) == 2);
 }
 
 TEST_CASE("Hugging Face model: tx-translate -m DIR's beam 4 equals generate()'s, with its scores",

@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "core/rng.h"
+#include "nn/parameters.h"
+#include "nn/transformer.h"
 #include "support/backends.h"
 #include "support/programs.h"
 #include "support/train_runs.h"
@@ -107,6 +110,19 @@ TEMPLATE_TEST_CASE("smoothing: the saved models are the smoothed sequence of the
   const auto avg = tx::test::tensors(averaged);
   CHECK(avg.size() == ckpt_plain.size());
   for (const auto& [name, values] : last) CHECK(avg.at(name) == values);
+
+  // load_model (tx-translate, tx-score, --pretrained-model) of the checkpoint loads that model
+  // too: the smoothed weights, not the raw ones beside them.
+  const tx::io::ModelConfig config =
+      tx::train::read_model_config(Trainer::checkpoint_path(smooth.model_dir));
+  tx::nn::ParameterSet loaded;
+  tx::Rng rng(1);
+  tx::nn::Transformer model(tx::nn::ParamScope(*be, loaded, rng), config);
+  tx::train::load_model(Trainer::checkpoint_path(smooth.model_dir), *be, config, loaded);
+  for (const auto& [name, var] : loaded.items()) {
+    INFO(name);
+    CHECK(be->template download<float>(var->value) == last.at(name));
+  }
 }
 
 TEMPLATE_TEST_CASE("smoothing and word dropout: N updates, stop, resume equals 2N straight",

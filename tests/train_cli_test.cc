@@ -493,6 +493,21 @@ TEST_CASE(
   const int64_t planned = std::stoll(resumed.err.substr(at + end.size()));
   CHECK(tx::test::checkpoint_update(lin.file("m/checkpoint.safetensors")) == planned);
   CHECK(data_position(lin.file("m/checkpoint.safetensors"))[0] == 2);  // both epochs done
+  // A later plain resume counts its epochs from the same place.
+  Run later = tx_train(lin, flags + " --after-epochs 3 --mini-batch 5");
+  INFO(later.err);
+  REQUIRE(later.status == 0);
+  const size_t at3 = later.err.find(end);
+  REQUIRE(at3 != std::string::npos);
+  CHECK(tx::test::checkpoint_update(lin.file("m/checkpoint.safetensors")) ==
+        std::stoll(later.err.substr(at3 + end.size())));
+  CHECK(data_position(lin.file("m/checkpoint.safetensors"))[0] == 3);
+  // A --no-restore-corpus run that trains nothing leaves the checkpoint as it was.
+  const std::string before = tx::test::slurp(lin.file("m/checkpoint.safetensors"));
+  Run idle = tx_train(lin, flags + " --after-epochs 3 --mini-batch 6 --no-restore-corpus");
+  CHECK(idle.status == 0);
+  CHECK_THAT(idle.err, Catch::Contains("is as it was"));
+  CHECK(tx::test::slurp(lin.file("m/checkpoint.safetensors")) == before);
 }
 
 TEST_CASE("tx-train: a tx model is fine-tuned and resumed on its own vocabularies only",

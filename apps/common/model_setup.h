@@ -141,9 +141,10 @@ class LoadedModel {
       given = found.paths;
       for (const std::string& p : given)
         if (!std::filesystem::exists(p))
-          throw Error(str("the vocabulary '", p, "' that the Marian model '", model,
-                          "' names in its decoder.yml is missing; give its vocabularies with "
-                          "-v/--vocabs SRC TGT"));
+          throw Error(str("the vocabulary '", p, "' that the model '", model,
+                          "' names (a Marian model in its decoder.yml, a tx file in its "
+                          "tx.vocabs) is missing; give its vocabularies with -v/--vocabs SRC "
+                          "TGT"));
     }
     if (given.empty())
       throw UsageError(str("give the vocabularies of the Marian model '", model,

@@ -184,13 +184,26 @@ void load_model(const std::string& path, Backend& be, const io::ModelConfig& con
                 const nn::ParameterSet& params) {
   io::SafetensorsReader reader(path);
   check_config(path, reader.metadata(), config);
+  const std::string hint =
+      "; the file is damaged or from another model version: build the model from the "
+      "checkpoint's config (read_model_config)";
+  // A checkpoint of an --exponential-smoothing run: its model is the smoothed weights, as its
+  // model files and tx-average have it, not the raw ones beside them.
+  if (!params.items().empty() && reader.find(kSmoothedPrefix + params.items().front().first)) {
+    std::vector<Target> smoothed;
+    for (const auto& [name, var] : params.items())
+      smoothed.push_back({kSmoothedPrefix + name, var->value});
+    load_tensors(
+        reader, be, smoothed,
+        [](const std::string& name) { return !starts_with(name, kSmoothedPrefix); }, hint);
+    return;
+  }
   load_tensors(
       reader, be, param_targets(params),
       [](const std::string& name) {
         return starts_with(name, "adam.") || starts_with(name, kSmoothedPrefix);
       },
-      "; the file is damaged or from another model version: build the model from the "
-      "checkpoint's config (read_model_config)");
+      hint);
 }
 
 void save_checkpoint(const std::string& path, Backend& be, const io::ModelConfig& config,

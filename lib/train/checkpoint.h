@@ -13,7 +13,8 @@
 //   "tx.training_state": <TrainingState JSON>.
 // One file rather than model + state files: a rename replaces it whole, so a crash can never
 // pair a new model with an old optimiser state. load_model reads a training checkpoint too
-// (it skips the "adam." tensors), so translating or averaging needs no separate export.
+// (it skips the "adam." tensors, and takes the smoothed "ema." weights where they are: the
+// checkpoint's model), so translating or averaging needs no separate export.
 //
 // Writes are atomic (io/atomic_file.h): a failed or interrupted save leaves the previous file
 // byte-identical. Loads check everything the header says (config, names, shapes, dtypes)

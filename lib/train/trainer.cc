@@ -306,6 +306,7 @@ TrainerResult Trainer::run() {
   const nlohmann::json plan = batch_plan(o, *in.corpus);
   state.rng_seed = o.seed ^ 0x9E3779B97F4A7C15ull;  // dropout: a stream apart from the init's
   int64_t epoch_sentences = 0;                      // "Sen." counts within the epoch
+  int64_t resumed_at = 0;                           // the checkpoint's update
   TrainerResult result;
   const std::string ckpt = checkpoint_path(o.model_dir);
   std::error_code ec;
@@ -347,12 +348,14 @@ TrainerResult Trainer::run() {
     if (o.no_restore_corpus && !quiet)
       log("--no-restore-corpus: the data goes on from the first batch of epoch ", at.epoch + 1,
           change.empty() ? "" : str(" (", change, ")"));
-    // The epochs' end, counted from here in this run's plan (from update 0 it would count the
-    // skipped batches and the old plan's as this plan's).
-    if (o.no_restore_corpus && lr_options.needs_total_updates() && o.lr.total_updates <= 0 &&
-        o.after_epochs > 0) {
+    // The epochs' end is counted in this run's plan from here (from update 0 it would count
+    // the skipped batches and the old plan's as this plan's), and so by every later resume.
+    if (o.no_restore_corpus) state.plan_from = {state.update, at.epoch, at.batch};
+    if (state.plan_from.size() == 3 && lr_options.needs_total_updates() &&
+        o.lr.total_updates <= 0 && o.after_epochs > 0) {
       limit_updates = lr_options.total_updates =
-          planned_updates(batcher, o, int64_t(ranks) * o.optimizer_delay, at, state.update);
+          planned_updates(batcher, o, int64_t(ranks) * o.optimizer_delay,
+                          {state.plan_from[1], state.plan_from[2]}, state.plan_from[0]);
       lr_schedule = LrSchedule::from_options(lr_options);
     }
     if (validate_on && state.early_stopping.validations > 0) {
@@ -364,6 +367,7 @@ TrainerResult Trainer::run() {
             "; this run tracks ", stopper.metric(), " from its next validation");
     }
     result.resumed = true;
+    resumed_at = state.update;
     if (!quiet)
       log("resuming from ", ckpt, " at update ", grouped(state.update), ", epoch ",
           state.epoch + 1);
@@ -592,10 +596,22 @@ TrainerResult Trainer::run() {
   if (span.updates > 0)
     log_span(span, update_epoch, state.update, epoch_sentences, lr, be_, scaler, world, files,
              result, quiet);
-  save();
-  if (!quiet)
-    log("training finished at update ", grouped(state.update), "; saved ", ckpt, " and ",
-        model_path(o.model_dir));
+  if (result.resumed && state.update == resumed_at) {
+    // Nothing trained: the checkpoint stays the truth it was (a --no-restore-corpus run would
+    // otherwise record its moved position and plan, and the next resume skip data).
+    if (!quiet)
+      log(result.interrupted
+              ? std::string("stopped before an update")
+              : str("nothing trained: the run had ended at update ", grouped(state.update),
+                    " (raise --after-updates, --after-epochs, --after-minutes or "
+                    "--early-stopping to go on)"),
+          "; ", ckpt, " is as it was");
+  } else {
+    save();
+    if (!quiet)
+      log("training finished at update ", grouped(state.update), "; saved ", ckpt, " and ",
+          model_path(o.model_dir));
+  }
   result.updates = state.update;
   result.epochs = batcher.position().epoch;
   return result;

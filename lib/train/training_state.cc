@@ -23,6 +23,7 @@ nlohmann::json TrainingState::to_json() const {
     if (untimed_updates > 0) j["untimed_updates"] = untimed_updates;
   }
   if (!batch_plan.is_null()) j["batch_plan"] = batch_plan;
+  if (!plan_from.empty()) j["plan_from"] = plan_from;
   return j;
 }
 
@@ -51,6 +52,11 @@ TrainingState TrainingState::from_json(const nlohmann::json& j, const std::strin
     if (j.contains(key = "time_last_update")) s.time_last_update = j.at(key).get<int64_t>();
     if (j.contains(key = "time_budget_minutes")) s.time_budget_minutes = j.at(key).get<double>();
     if (j.contains(key = "untimed_updates")) s.untimed_updates = j.at(key).get<int64_t>();
+    if (j.contains(key = "plan_from")) {
+      s.plan_from = j.at(key).get<std::vector<int64_t>>();
+      TX_CHECK(s.plan_from.size() == 3, where, ": the training state's plan_from must hold ",
+               "3 numbers (update, epoch, batch); the checkpoint is damaged");
+    }
     if (j.contains(key = "batch_plan")) {
       s.batch_plan = j.at(key);
       TX_CHECK(s.batch_plan.is_object(), where, ": the training state's batch_plan must be an ",
@@ -72,7 +78,8 @@ bool TrainingState::operator==(const TrainingState& o) const {
          a.validations == b.validations && loss_scale == o.loss_scale &&
          loss_scale_clean == o.loss_scale_clean && train_seconds == o.train_seconds &&
          time_last_update == o.time_last_update && time_budget_minutes == o.time_budget_minutes &&
-         untimed_updates == o.untimed_updates && batch_plan == o.batch_plan;
+         untimed_updates == o.untimed_updates && batch_plan == o.batch_plan &&
+         plan_from == o.plan_from;
 }
 
 }  // namespace tx::train

@@ -41,6 +41,9 @@ struct TrainingState {
   // What fixed the batches data_position counts in (train/batch_plan.h). Null in checkpoints
   // from before 2026-12-01: not checked.
   nlohmann::json batch_plan;
+  // Where a --no-restore-corpus resume put the data: {update, epoch, batch}, from which the
+  // --after-epochs end is counted. Empty: from update 0 (epoch 0, batch 0).
+  std::vector<int64_t> plan_from;
 
   nlohmann::json to_json() const;
   // Throws tx::Error naming `where` and the key for a missing or mistyped field.
