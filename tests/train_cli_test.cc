@@ -545,6 +545,7 @@ TEST_CASE("tx-train: a tx model is fine-tuned and resumed on its own vocabularie
   Run ft_wrong = tx_train(dir, fine_tune + " --model " + dir.file("ft2") + wrong);
   CHECK(ft_wrong.status == 1);
   CHECK_THAT(ft_wrong.err, Catch::Contains("not the one") && Catch::Contains("--vocabs"));
+  CHECK_FALSE(fs::exists(dir.file("ft2")));  // the refused run's new directory is gone again
   Run resume_wrong = tx_train(dir, tiny_flags(dir, "base") + " --after-updates 3" + wrong);
   CHECK(resume_wrong.status == 1);
   CHECK_THAT(resume_wrong.err, Catch::Contains("not the one"));

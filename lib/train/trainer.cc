@@ -250,6 +250,18 @@ TrainerResult Trainer::run() {
   std::signal(SIGXFSZ, SIG_IGN);
 
   // ---- set-up: inputs, the model, the optimiser, the step -------------------------------------
+  // A model directory this run makes is removed again if the run leaves it empty: a refusal
+  // after check_run_options (another vocabulary, another architecture) leaves nothing behind.
+  std::error_code dir_ec;
+  const bool made_dir = writer && !fs::exists(o.model_dir, dir_ec);
+  struct RemoveIfEmpty {
+    const std::string& dir;
+    bool armed;
+    ~RemoveIfEmpty() {
+      std::error_code ec;
+      if (armed && fs::is_directory(dir, ec) && fs::is_empty(dir, ec) && !ec) fs::remove(dir, ec);
+    }
+  } remove_if_empty{o.model_dir, made_dir};
   check_run_options(o);
   const bool validate_on = !o.valid_src.empty() || !o.valid_tgt.empty();
   RunInputs in = read_run_inputs(o, world, writer, quiet);
