@@ -8,8 +8,6 @@
 #include <malloc.h>
 #endif
 
-#include "core/finite.h"
-
 namespace tx::nn {
 
 Var ParameterSet::add(const std::string& name, Tensor value) {
@@ -71,17 +69,14 @@ void load_parameters(io::TensorFile&& file, Backend& be, const ParameterSet& par
   for (const io::NamedTensor& t : file.tensors)
     TX_CHECK(params.contains(t.name), where, " has a tensor '", t.name,
              "' that the model does not have");
-  // Imported models were checked for NaN and infinity in their files' names (formats/): this
-  // check is the one for tx files, and a fallback.
+  // No NaN check here: formats/ checked each tensor as it read the file, in the file's own
+  // names and layouts (tx files go through train::load_model, which checks its own).
   for (io::NamedTensor& t : file.tensors) {
     const Tensor& value = params.get(t.name)->value;
     if (t.dtype == DType::f32) {
-      const auto* x = reinterpret_cast<const float*>(t.data.data());
-      check_finite(x, t.shape.numel(), where, t.name);
-      be.copy_from_host(x, value);
+      be.copy_from_host(reinterpret_cast<const float*>(t.data.data()), value);
     } else {
       const std::vector<float> wide = t.to_floats();
-      check_finite(wide.data(), t.shape.numel(), where, t.name);
       be.copy_from_host(wide.data(), value);
     }
     std::vector<uint8_t>().swap(t.data);

@@ -46,7 +46,7 @@ class ParameterSet {
 };
 
 // Moves `file`'s tensors into the parameters of the same names (an imported model's, already
-// in tx's names and layouts), freeing each tensor's bytes once it is on the device, so that the
+// in tx's names and layouts, and checked for NaN and infinity by formats/ as it was read), freeing each tensor's bytes once it is on the device, so that the
 // file and the parameters are not both held whole. Checks every name and shape first, so a
 // mismatch changes nothing (and leaves the file whole); a parameter missing from the file or a
 // tensor the model lacks is an error naming it and `where`.
