@@ -105,6 +105,16 @@ json parse_json(const std::map<std::string, std::string>& metadata, const char* 
   }
 }
 
+void check_training_format(const std::string& path,
+                           const std::map<std::string, std::string>& metadata) {
+  const std::string format = format_of(metadata);
+  TX_CHECK(
+      format == kTrainingFormat, where_of(path), " is ",
+      format.empty() ? std::string("not a tx training checkpoint") : str("a '", format, "' file"),
+      ", without optimiser and trainer state; resume from a training checkpoint, or "
+      "start a new run from these weights (load_model)");
+}
+
 // A device tensor to fill from the file tensor of the same name.
 struct Target {
   std::string name;
@@ -238,12 +248,7 @@ TrainingState load_checkpoint(const std::string& path, Backend& be, const io::Mo
            "model's own Adam");
   io::SafetensorsReader reader(path);
   const std::string where = where_of(path);
-  const std::string format = format_of(reader.metadata());
-  TX_CHECK(
-      format == kTrainingFormat, where, " is ",
-      format.empty() ? std::string("not a tx training checkpoint") : str("a '", format, "' file"),
-      ", without optimiser and trainer state; resume from a training checkpoint, or "
-      "start a new run from these weights (load_model)");
+  check_training_format(path, reader.metadata());
   check_config(path, reader.metadata(), config);
 
   // Everything from the metadata is parsed before any tensor is touched.
@@ -281,6 +286,13 @@ bool load_smoothed(const std::string& path, Backend& be, const NamedTensors& smo
       [](const std::string& name) { return !starts_with(name, kSmoothedPrefix); },
       "; the file's smoothed weights are incomplete: the file is damaged");
   return true;
+}
+
+TrainingState read_training_state(const std::string& path) {
+  const io::SafetensorsReader reader(path);
+  check_training_format(path, reader.metadata());
+  return TrainingState::from_json(parse_json(reader.metadata(), kTrainingStateKey, path),
+                                  where_of(path));
 }
 
 std::map<std::string, std::string> read_checkpoint_metadata(const std::string& path) {

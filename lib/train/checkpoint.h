@@ -88,6 +88,10 @@ TrainingState load_checkpoint(const std::string& path, Backend& be, const io::Mo
 // false when it has none (a run that turns smoothing on when it resumes).
 bool load_smoothed(const std::string& path, Backend& be, const NamedTensors& smoothed);
 
+// A training checkpoint's trainer state alone (header only): what a resumed run plans with
+// before its model is built. Throws tx::Error naming the file when it holds none.
+TrainingState read_training_state(const std::string& path);
+
 // The metadata of a checkpoint (header only), e.g. to show its training state.
 std::map<std::string, std::string> read_checkpoint_metadata(const std::string& path);
 

@@ -297,12 +297,33 @@ TrainerResult Trainer::run() {
                         config);
   Adam adam(be_, params, o.adam);
   if (o.samples_subwords()) set_up_sampling(batcher, o, in, quiet);
+  // A resumed run's trainer state (the header only) comes first: where its data goes on
+  // decides the schedule's end.
+  const std::string ckpt = checkpoint_path(o.model_dir);
+  std::error_code ec;
+  std::optional<TrainingState> saved;
+  if (fs::exists(ckpt, ec)) saved = read_training_state(ckpt);
+  data::BatchPosition resume_at{0, 0};
+  // {update, epoch, batch} from which the --after-epochs end is counted: from update 0, or from
+  // where a --no-restore-corpus resume put the data (this run's, or an earlier one's).
+  std::vector<int64_t> plan_from{0, 0, 0};
+  if (saved) {
+    TX_CHECK(saved->data_position.size() == 3, "checkpoint '", ckpt,
+             "' holds no tx-train data position; remove it or use another --model directory");
+    resume_at = {saved->data_position[0], saved->data_position[1]};
+    if (o.no_restore_corpus && resume_at.batch > 0) resume_at = {resume_at.epoch + 1, 0};
+    if (o.no_restore_corpus)
+      plan_from = {saved->update, resume_at.epoch, resume_at.batch};
+    else if (saved->plan_from.size() == 3)
+      plan_from = saved->plan_from;
+  }
   LrOptions lr_options = o.lr;
   lr_options.d_model = config.d_model;
   // Planning every epoch's batches costs a shuffle and a sort of the corpus per epoch: only
   // for a schedule that needs the last update.
   if (lr_options.needs_total_updates() && lr_options.total_updates <= 0)
-    lr_options.total_updates = planned_updates(batcher, o, int64_t(ranks) * o.optimizer_delay);
+    lr_options.total_updates = planned_updates(batcher, o, int64_t(ranks) * o.optimizer_delay,
+                                               {plan_from[1], plan_from[2]}, plan_from[0]);
   // --after-minutes with the linear schedule: the rates up to the end of the warm-up do not
   // depend on the last update, which is planned there from the pace (plan_by_time below);
   // until then the schedule ends at the epochs' or updates' limit, or at the warm-up.
@@ -320,8 +341,6 @@ TrainerResult Trainer::run() {
   int64_t epoch_sentences = 0;                      // "Sen." counts within the epoch
   int64_t resumed_at = 0;                           // the checkpoint's update
   TrainerResult result;
-  const std::string ckpt = checkpoint_path(o.model_dir);
-  std::error_code ec;
   // The writer's files only: another process removing them could race rank 0's next save.
   if (writer) {
     if (const int stale = io::remove_stale_temporaries(o.model_dir); stale > 0 && !quiet)
@@ -339,10 +358,8 @@ TrainerResult Trainer::run() {
   }
   // A resumed run takes its weights from the checkpoint: the imported ones need not stay.
   in.pretrained.params = io::TensorFile();
-  if (fs::exists(ckpt, ec)) {
+  if (saved) {
     state = load_checkpoint(ckpt, be_, config, params, adam);
-    TX_CHECK(state.data_position.size() == 3, "checkpoint '", ckpt,
-             "' holds no tx-train data position; remove it or use another --model directory");
     // The position is a batch index into the checkpoint's plan: under other batching options
     // or data it would name other pairs, skipping some of the epoch and repeating others.
     const std::string change = batch_plan_change(state.batch_plan, plan);
@@ -350,26 +367,16 @@ TrainerResult Trainer::run() {
              "' planned its batches with ", change,
              "; resume with the saved run's values, or add --no-restore-corpus to go on from the "
              "next epoch's first batch under this run's");
-    data::BatchPosition at{state.data_position[0], state.data_position[1]};
-    epoch_sentences = state.data_position[2];
-    if (o.no_restore_corpus && at.batch > 0) {
-      at = {at.epoch + 1, 0};
-      epoch_sentences = 0;
-    }
-    batcher.seek(at);
+    // The sentences counted within the epoch start afresh where the data skips ahead.
+    epoch_sentences =
+        resume_at.epoch == state.data_position[0] ? state.data_position[2] : int64_t(0);
+    batcher.seek(resume_at);
     if (o.no_restore_corpus && !quiet)
-      log("--no-restore-corpus: the data goes on from the first batch of epoch ", at.epoch + 1,
-          change.empty() ? "" : str(" (", change, ")"));
-    // The epochs' end is counted in this run's plan from here (from update 0 it would count
+      log("--no-restore-corpus: the data goes on from the first batch of epoch ",
+          resume_at.epoch + 1, change.empty() ? "" : str(" (", change, ")"));
+    // The epochs' end is counted in this run's plan from there (from update 0 it would count
     // the skipped batches and the old plan's as this plan's), and so by every later resume.
-    if (o.no_restore_corpus) state.plan_from = {state.update, at.epoch, at.batch};
-    if (state.plan_from.size() == 3 && lr_options.needs_total_updates() &&
-        o.lr.total_updates <= 0 && o.after_epochs > 0) {
-      limit_updates = lr_options.total_updates =
-          planned_updates(batcher, o, int64_t(ranks) * o.optimizer_delay,
-                          {state.plan_from[1], state.plan_from[2]}, state.plan_from[0]);
-      lr_schedule = LrSchedule::from_options(lr_options);
-    }
+    if (o.no_restore_corpus) state.plan_from = plan_from;
     if (validate_on && state.early_stopping.validations > 0) {
       // Another first --valid-metrics: its best score and stalled count start afresh.
       if (state.early_stopping.metric == stopper.metric())
