@@ -772,20 +772,40 @@ TEST_CASE("tx-train: a run fine-tuned from a Marian model on .yml vocabularies r
   TX_SOURCE_OR_SKIP();
   const Variant& v = kVariants[2];  // src.yml trg.yml
   const std::string pairs = input_of(dir, v) + " " + outputs_of(v) + "/marian.beam4.out";
-  const std::string from = "--pretrained-model " + fixture(std::string(v.dir) + "/model.npz") +
-                           " -v " + fixture(std::string(v.dir) + "/src.yml") + " " +
-                           fixture(std::string(v.dir) + "/trg.yml") + " --train-sets " + pairs +
-                           " -m " + dir.file("ft") +
+  // A copy of the model, to be removed once the run has started.
+  std::filesystem::copy_file(fixture(std::string(v.dir) + "/model.npz"), dir.file("model.npz"));
+  const std::string vocabs = " -v " + fixture(std::string(v.dir) + "/src.yml") + " " +
+                             fixture(std::string(v.dir) + "/trg.yml");
+  const std::string from = "--pretrained-model " + dir.file("model.npz") + " --train-sets " +
+                           pairs + " -m " + dir.file("ft") +
                            " --lr-schedule constant --learn-rate 1e-6 --max-tokens 2000"
-                           " --cpu-threads 1 --quiet";
-  Run first = run_program(dir, TX_TRAIN_BIN, from + " --after-updates 1");
+                           " --cpu-threads 1";
+  Run first = run_program(dir, TX_TRAIN_BIN, from + vocabs + " --after-updates 1 --quiet");
   INFO(first.err);
   REQUIRE(first.status == 0);
   // The same command again resumes, the .yml token lists read as Marian's.
-  Run resumed = run_program(dir, TX_TRAIN_BIN, from + " --after-updates 2");
+  Run resumed = run_program(dir, TX_TRAIN_BIN, from + vocabs + " --after-updates 2 --quiet");
   INFO(resumed.err);
   CHECK(resumed.status == 0);
   CHECK(tx::test::checkpoint_update(dir.file("ft/checkpoint.safetensors")) == 2);
+  // As in Marian, the pretrained model only starts the run: once it is gone the same command
+  // resumes, and so does one without -v (the vocabularies the checkpoint names).
+  std::filesystem::remove(dir.file("model.npz"));
+  Run gone = run_program(dir, TX_TRAIN_BIN, from + vocabs + " --after-updates 3");
+  INFO(gone.err);
+  CHECK(gone.status == 0);
+  CHECK_THAT(gone.err, Catch::Contains("is not read"));
+  Run no_v = run_program(dir, TX_TRAIN_BIN, from + " --after-updates 4 --quiet");
+  INFO(no_v.err);
+  CHECK(no_v.status == 0);
+  CHECK(tx::test::checkpoint_update(dir.file("ft/checkpoint.safetensors")) == 4);
+  // Its model translates with the vocabularies it names, as the import did.
+  Run r = run_program(
+      dir, TX_TRANSLATE_BIN,
+      "-m " + dir.file("ft/model.safetensors") + " --cpu-threads 1 --quiet < " + input_of(dir, v));
+  INFO(r.err);
+  CHECK(r.status == 0);
+  CHECK(tx::test::split_lines(r.out).size() == source_lines().size());
 }
 
 TEST_CASE("Hugging Face model: tx-translate -m DIR's beam 4 equals generate()'s, with its scores",

@@ -565,6 +565,24 @@ TEST_CASE("tx-train: a tx model is fine-tuned and resumed on its own vocabularie
   CHECK(ft3.status == 0);
   CHECK(tx::test::slurp(dir.file("ft3/vocab.tgt.spm")) ==
         tx::test::slurp(dir.file("sep/vocab.tgt.spm")));
+
+  // Resumed by the same commands once the pretrained models are gone (Marian's rule: the
+  // checkpoint has the weights, the architecture and the ties; --pretrained-model only starts).
+  fs::rename(dir.file("base"), dir.file("base.gone"));
+  fs::rename(dir.file("sep"), dir.file("sep.gone"));
+  std::string more = fine_tune;
+  more.replace(more.find("--after-updates 1"), 17, "--after-updates 2");
+  Run ft_resumed = tx_train(dir, more + " --model " + dir.file("ft"));
+  INFO(ft_resumed.err);
+  CHECK(ft_resumed.status == 0);
+  CHECK(checkpoint_update(dir.file("ft/checkpoint.safetensors")) == 2);
+  Run ft3_resumed =
+      tx_train(dir, "--train-sets " + dir.file("other.src") + " " + dir.file("other.tgt") +
+                        " --pretrained-model " + dir.file("sep/model.safetensors") + " --model " +
+                        dir.file("ft3") + " --max-tokens 128 --cpu-threads 1 --after-updates 2");
+  INFO(ft3_resumed.err);
+  CHECK(ft3_resumed.status == 0);
+  CHECK(checkpoint_update(dir.file("ft3/checkpoint.safetensors")) == 2);
 }
 
 TEST_CASE("tx-train: a directory for --vocabs or --config, an alpha beyond float: named",

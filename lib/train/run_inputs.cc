@@ -146,16 +146,25 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
   RunInputs in;
   formats::ModelFile& pretrained = in.pretrained;
   std::map<std::string, std::string>& model_meta = in.model_meta;
+  const std::string ckpt = Trainer::checkpoint_path(o.model_dir);
+  const bool resuming = fs::exists(ckpt);
+  // Where the architecture (and an imported model's vocabulary files) come from when
+  // fine-tuning: the pretrained model, or once the run has a checkpoint, the checkpoint, as in
+  // Marian, where --pretrained-model only starts a run. The file need not outlive its start.
+  const std::string architecture_from = resuming ? ckpt : o.pretrained_model;
   if (!o.pretrained_model.empty()) {
-    pretrained = formats::read_model_file(o.pretrained_model);
+    if (!resuming) pretrained = formats::read_model_file(o.pretrained_model);
     if (pretrained.format == formats::Format::tx) {
-      pretrained.config = read_model_config(o.pretrained_model);
-      const auto meta = read_checkpoint_metadata(o.pretrained_model);
+      pretrained.config = read_model_config(architecture_from);
+      const auto meta = read_checkpoint_metadata(architecture_from);
       const auto found = meta.find(formats::kVocabsKey);
       if (found != meta.end())
         pretrained.vocabs =
-            formats::vocab_files_from_json(found->second, str("model '", o.pretrained_model, "'"));
+            formats::vocab_files_from_json(found->second, str("model '", architecture_from, "'"));
     }
+    if (resuming && !quiet)
+      log("resuming: the weights are the checkpoint's; --pretrained-model ", o.pretrained_model,
+          " is not read");
     if (pretrained.vocabs.kind == formats::VocabKind::marian && !o.src_vocab.empty())
       pretrained.vocabs.paths = {o.src_vocab, o.tgt_vocab};
     if (pretrained.vocabs.kind != formats::VocabKind::tx) {
@@ -171,14 +180,12 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
     throw Error(
         "give both vocabularies (--vocabs SRC.spm TGT.spm), or one path twice for a "
         "joint one");
-  if (src_vocab_path.empty() && o.pretrained_model.empty() &&
-      fs::exists(Trainer::checkpoint_path(o.model_dir))) {
+  if (src_vocab_path.empty() && o.pretrained_model.empty() && resuming) {
     // A resumed run that was started on Marian-numbered vocabularies (given with -v): the files
     // it recorded in its checkpoint (or, before 2026-12-01, only in its model), not a tx
     // vocabulary trained into the model directory.
     std::map<std::string, std::string> meta;
-    for (const std::string& file :
-         {Trainer::checkpoint_path(o.model_dir), Trainer::model_path(o.model_dir)}) {
+    for (const std::string& file : {ckpt, Trainer::model_path(o.model_dir)}) {
       try {
         meta = read_checkpoint_metadata(file);
       } catch (const Error&) {  // missing or unreadable: the next file, then the run's own
@@ -275,10 +282,10 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
     TX_CHECK(it == meta.end() || it->second == fingerprint,
              data::not_trained_on(*src_vocab, tgt_vocab, "'" + file + "'"), "; ", fix);
   };
-  if (!o.pretrained_model.empty() && pretrained.format == formats::Format::tx)
+  if (!o.pretrained_model.empty() && !resuming && pretrained.format == formats::Format::tx)
     check_fingerprint(o.pretrained_model, "give the vocabularies it was trained with (--vocabs)");
-  if (fs::exists(Trainer::checkpoint_path(o.model_dir)))
-    check_fingerprint(Trainer::checkpoint_path(o.model_dir),
+  if (resuming)
+    check_fingerprint(ckpt,
                       "resume with the run's own vocabularies, or train into a new --model "
                       "directory");
   // A fresh run on Marian-layout vocabularies (vocab_at): the model takes Marian's ids.
@@ -307,7 +314,7 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
     TX_CHECK(
         src_vocab->size() == config.src_vocab_size && tgt_vocab.size() == config.tgt_vocab_size,
         "the vocabularies '", src_vocab->path(), "' and '", tgt_vocab.path(), "' have ",
-        src_vocab->size(), " and ", tgt_vocab.size(), " pieces but the model '", o.pretrained_model,
+        src_vocab->size(), " and ", tgt_vocab.size(), " pieces but the model '", architecture_from,
         "' has ", config.src_vocab_size, " and ", config.tgt_vocab_size,
         "; give the vocabularies the model was trained with (--vocabs)");
   }
