@@ -382,6 +382,60 @@ TEST_CASE("tx-train: options that cannot run are refused before a vocabulary is 
   CHECK(fs::exists(dir.file("m/vocab.spm")));
 }
 
+TEST_CASE("tx-train: data refused after the vocabulary is trained leaves no vocabulary behind",
+          "[train_cli]") {
+  TempDir dir;
+  const std::string flags = tiny_flags(dir) + " --after-updates 2";
+  // A target file one line short, a validation set one line short, guided alignments one line
+  // short: each is found after the vocabulary is trained from the data.
+  std::string text = tx::test::slurp(dir.file("train.tgt"));
+  tx::test::write_file(dir.file("short.tgt"),
+                       text.substr(0, text.rfind('\n', text.size() - 2) + 1));
+  tx::test::write_file(dir.file("valid.src"), "a b c\nd e\n");
+  tx::test::write_file(dir.file("valid.tgt"), "c b a\n");
+  tx::test::write_file(dir.file("align.txt"), "0-0\n");
+  struct Case {
+    std::string args, says;
+  };
+  const std::vector<Case> cases = {
+      {"--train-sets " + dir.file("train.src") + " " + dir.file("short.tgt"), "short.tgt"},
+      {"--valid-sets " + dir.file("valid.src") + " " + dir.file("valid.tgt"), "valid."},
+      {"--guided-alignment " + dir.file("align.txt"), "--guided-alignment"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args);
+    std::string f = flags;
+    if (c.args.rfind("--train-sets", 0) == 0)
+      f.replace(0, f.find(" --model"), c.args);
+    else
+      f += " " + c.args;
+    // A new directory is removed; an existing one keeps what it had, without the vocabulary.
+    for (const bool existing : {false, true}) {
+      INFO("existing directory " << existing);
+      fs::remove_all(dir.file("m"));
+      if (existing) {
+        fs::create_directories(dir.file("m"));
+        tx::test::write_file(dir.file("m/notes.txt"), "mine\n");
+      }
+      Run r = tx_train(dir, f);
+      CHECK(r.status == 1);
+      CHECK_THAT(r.err, Catch::Contains(c.says));
+      CHECK(fs::exists(dir.file("m")) == existing);
+      CHECK_FALSE(fs::exists(dir.file("m/vocab.spm")));
+      CHECK_FALSE(fs::exists(dir.file("m/vocab.vocab")));
+      if (existing) CHECK(fs::exists(dir.file("m/notes.txt")));
+    }
+  }
+  // A vocabulary that was there before the refused run stays.
+  fs::remove_all(dir.file("m"));
+  REQUIRE(tx_train(dir, flags).status == 0);
+  fs::remove(dir.file("m/checkpoint.safetensors"));
+  const std::string vocab = tx::test::slurp(dir.file("m/vocab.spm"));
+  Run r = tx_train(dir, flags + " " + cases[1].args);
+  CHECK(r.status == 1);
+  CHECK(tx::test::slurp(dir.file("m/vocab.spm")) == vocab);
+}
+
 namespace {
 std::vector<int64_t> data_position(const std::string& checkpoint) {
   const auto meta = tx::train::read_checkpoint_metadata(checkpoint);

@@ -46,7 +46,8 @@ bool marian_numbering(const data::Vocab& v) {
 // The vocabulary at `path`, trained there from `inputs` first when the file does not exist
 // and `may_train` (rank 0 of a data-parallel run trains it; the others read its file).
 data::Vocab vocab_at(const std::string& path, const std::vector<std::string>& inputs,
-                     const TrainerOptions& o, bool may_train, bool quiet) {
+                     const TrainerOptions& o, bool may_train, bool quiet,
+                     std::vector<std::string>& made) {
   std::error_code ec;
   if (!may_train)
     TX_CHECK(fs::exists(path, ec), "vocabulary '", path,
@@ -65,6 +66,8 @@ data::Vocab vocab_at(const std::string& path, const std::vector<std::string>& in
     vo.hard_vocab_limit = false;  // a small corpus gives a smaller vocabulary, not an error
     vo.seed = o.seed;
     data::VocabTrainResult r = data::train_vocab(vo);
+    made.push_back(r.model_path);
+    made.push_back(r.vocab_path);
     if (!quiet)
       log("trained vocabulary ", r.model_path, ": ", grouped(r.size), " pieces from ",
           grouped(r.sampled), " lines");
@@ -142,7 +145,8 @@ void check_run_options(const TrainerOptions& o) {
            ec ? ": " + ec.message() : std::string(), "; check the path and permissions");
 }
 
-RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool writer, bool quiet) {
+RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool writer, bool quiet,
+                          std::vector<std::string>& made) {
   RunInputs in;
   formats::ModelFile& pretrained = in.pretrained;
   std::map<std::string, std::string>& model_meta = in.model_meta;
@@ -235,6 +239,7 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
           io::AtomicFile copy((dir / name).string());
           copy.write(file_bytes((from / name).string()));
           copy.commit();
+          made.push_back((dir / name).string());
         }
         if (!quiet)
           log("fine-tuning on the vocabulary of ", o.pretrained_model, ": ",
@@ -247,12 +252,12 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
   auto load_vocabs = [&]() {
     if (joint_vocab) {
       src_vocab = std::make_unique<data::Vocab>(
-          vocab_at(src_vocab_path, {o.train_src, o.train_tgt}, o, writer, quiet));
+          vocab_at(src_vocab_path, {o.train_src, o.train_tgt}, o, writer, quiet, made));
     } else {
-      src_vocab =
-          std::make_unique<data::Vocab>(vocab_at(src_vocab_path, {o.train_src}, o, writer, quiet));
-      tgt_vocab_own =
-          std::make_unique<data::Vocab>(vocab_at(tgt_vocab_path, {o.train_tgt}, o, writer, quiet));
+      src_vocab = std::make_unique<data::Vocab>(
+          vocab_at(src_vocab_path, {o.train_src}, o, writer, quiet, made));
+      tgt_vocab_own = std::make_unique<data::Vocab>(
+          vocab_at(tgt_vocab_path, {o.train_tgt}, o, writer, quiet, made));
     }
   };
   const formats::VocabFiles& imported = pretrained.vocabs;

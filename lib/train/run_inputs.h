@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "data/corpus.h"
 #include "data/vocab.h"
@@ -35,8 +36,10 @@ struct RunInputs {
 // written before the options are known to be usable. Throws tx::Error naming the option.
 void check_run_options(const TrainerOptions& o);
 
-// Reads the run's inputs. Rank 0 (`writer`) trains the vocabularies that do not exist yet; the
-// other processes wait for it at a barrier of `world` and read its files.
-RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool writer, bool quiet);
+// Reads the run's inputs. Rank 0 (`writer`) trains the vocabularies that do not exist yet (or
+// copies a pretrained tx model's), adding each file it writes to `made` as it goes; the other
+// processes wait for it at a barrier of `world` and read its files.
+RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool writer, bool quiet,
+                          std::vector<std::string>& made);
 
 }  // namespace tx::train

@@ -250,21 +250,25 @@ TrainerResult Trainer::run() {
   std::signal(SIGXFSZ, SIG_IGN);
 
   // ---- set-up: inputs, the model, the optimiser, the step -------------------------------------
-  // A model directory this run makes is removed again if the run leaves it empty: a refusal
-  // after check_run_options (another vocabulary, another architecture) leaves nothing behind.
+  // A refusal after check_run_options (the data, another vocabulary, another architecture)
+  // leaves nothing behind: the vocabularies the set-up wrote are removed (a next run would take
+  // them as given, trained on the refused data), then the model directory if the run made it
+  // and it is empty.
   std::error_code dir_ec;
-  const bool made_dir = writer && !fs::exists(o.model_dir, dir_ec);
-  struct RemoveIfEmpty {
+  struct UndoSetUp {
     const std::string& dir;
-    bool armed;
-    ~RemoveIfEmpty() {
+    bool made_dir;
+    std::vector<std::string> files;  // removed unless the set-up completes
+    ~UndoSetUp() {
       std::error_code ec;
-      if (armed && fs::is_directory(dir, ec) && fs::is_empty(dir, ec) && !ec) fs::remove(dir, ec);
+      for (const std::string& f : files) fs::remove(f, ec);
+      if (made_dir && fs::is_directory(dir, ec) && fs::is_empty(dir, ec) && !ec)
+        fs::remove(dir, ec);
     }
-  } remove_if_empty{o.model_dir, made_dir};
+  } undo{o.model_dir, writer && !fs::exists(o.model_dir, dir_ec), {}};
   check_run_options(o);
   const bool validate_on = !o.valid_src.empty() || !o.valid_tgt.empty();
-  RunInputs in = read_run_inputs(o, world, writer, quiet);
+  RunInputs in = read_run_inputs(o, world, writer, quiet, undo.files);
   const io::ModelConfig& config = in.config;
   data::BatcherOptions batcher_options;
   batcher_options.ids = data::special_ids(config);
@@ -527,6 +531,7 @@ TrainerResult Trainer::run() {
   // 0's word: a stop request inside the update would come after its gradients and still apply
   // them) or early stopping reached (raising --early-stopping goes on). Spent updates and epochs
   // end the loop by themselves.
+  undo.files.clear();  // the set-up is complete: its vocabularies are the run's
   bool spent_at_start = budget.spent();
   if (ranks > 1) world.broadcast(&spent_at_start, sizeof spent_at_start, 0);
   const bool stopped_before = validate_on && stopper.should_stop();
