@@ -443,9 +443,21 @@ TEST_CASE("train state: a batch plan's change is named, the pair count before th
   now["pairs"] = 29000;
   CHECK_THAT(batch_plan_change(saved, now), Contains("as many pairs, of other lengths"));
   now["--seed"] = 7;
+  CHECK(batch_plan_change(saved, now) ==
+        "--seed 1 (this run: 7), other training data: as many pairs, of other lengths (the "
+        "corpus changed)");
+  // Every change is named, the data once.
+  now["--max-tokens"] = 2048;
+  now["pairs"] = 28000;
+  CHECK(batch_plan_change(saved, now) ==
+        "--max-tokens 4096 (this run: 2048), --seed 1 (this run: 7), other training data: 29000 "
+        "pairs after the length filter, now 28000 (the corpus changed)");
+  now = saved;
+  now["--seed"] = 7;
   CHECK(batch_plan_change(saved, now) == "--seed 1 (this run: 7)");
   nlohmann::json older = saved;  // a plan without a field compares the others
   older.erase("--seed");
+  now["lengths"] = "fedcba9876543210";
   CHECK(batch_plan_change(older, now) ==
         "other training data: as many pairs, of other lengths "
         "(the corpus changed)");

@@ -41,19 +41,24 @@ nlohmann::json batch_plan(const TrainerOptions& o, const data::ParallelCorpus& c
 
 std::string batch_plan_change(const nlohmann::json& saved, const nlohmann::json& now) {
   if (saved.is_null()) return "";
+  std::string changes;
+  auto add = [&](const std::string& change) { changes += (changes.empty() ? "" : ", ") + change; };
   for (const char* key : kFields) {
     const auto it = saved.find(key);
     // (A field the saved plan lacks is not compared: none yet, but a later one would be.)
     if (it == saved.end() || *it == now.at(key)) continue;
     const std::string was = it->dump();
-    if (std::string(key) == "pairs")
-      return str("other training data: ", was, " pairs after the length filter, now ",
-                 now.at(key).dump(), " (the corpus changed)");
+    if (std::string(key) == "pairs") {
+      add(str("other training data: ", was, " pairs after the length filter, now ",
+              now.at(key).dump(), " (the corpus changed)"));
+      break;  // their lengths differ too
+    }
     if (std::string(key) == "lengths")
-      return "other training data: as many pairs, of other lengths (the corpus changed)";
-    return str(key, " ", was, " (this run: ", now.at(key).dump(), ")");
+      add("other training data: as many pairs, of other lengths (the corpus changed)");
+    else
+      add(str(key, " ", was, " (this run: ", now.at(key).dump(), ")"));
   }
-  return "";
+  return changes;
 }
 
 }  // namespace tx::train

@@ -17,7 +17,8 @@ namespace tx::train {
 nlohmann::json batch_plan(const TrainerOptions& o, const data::ParallelCorpus& corpus);
 
 // "" when the two plan the same batches (or `saved` is null: a checkpoint from before the key),
-// else the first difference: the flag, the saved value and this run's.
+// else every difference, joined by ", ": the flag, the saved value and this run's (other data
+// once, as a pair count if that differs, else as other lengths).
 std::string batch_plan_change(const nlohmann::json& saved, const nlohmann::json& now);
 
 }  // namespace tx::train
