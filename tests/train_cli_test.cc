@@ -178,6 +178,27 @@ TEST_CASE("tx-train: an update whose gradient norm is not finite is skipped with
   }
 }
 
+TEST_CASE("tx-train: a run that ends with its data logs the last update's learning rate",
+          "[train_cli]") {
+  TempDir dir;
+  std::string flags = tiny_flags(dir);
+  flags.replace(flags.find("--disp-freq 2"), 13, "--disp-freq 1000");
+  flags.replace(flags.find("--lr-schedule constant --learn-rate 0.001"), 41,
+                "--lr-schedule inverse-sqrt --lr-warmup 2 --learn-rate 0.01");
+  Run r = tx_train(dir, flags + " --after-epochs 1");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  // The epoch's data runs out: the one log line spans the run, its rate the last update's.
+  std::vector<nlohmann::json> lines;
+  for (const std::string& line :
+       tx::test::split_lines(tx::test::slurp(dir.file("m/train.log.jsonl"))))
+    if (nlohmann::json j = nlohmann::json::parse(line); j.at("type") == "train") lines.push_back(j);
+  REQUIRE(lines.size() == 1);
+  const int64_t last = lines[0].at("update").get<int64_t>();
+  CHECK(last == checkpoint_update(dir.file("m/checkpoint.safetensors")));
+  CHECK(lines[0].at("lr").get<double>() == Approx(0.01 * std::sqrt(2.0 / double(last))));
+}
+
 TEST_CASE("tx-train: SIGTERM on a run of 2 threads stops after the update, saves, exits 0",
           "[train_cli]") {
   TempDir dir;

@@ -544,10 +544,11 @@ TrainerResult Trainer::run() {
   }
   bool done = spent_at_start || stopped_before;
   while (!done && !schedule.finished(state.update) && (ranks > 1 || !budget.spent())) {
-    lr = lr_schedule(state.update + 1);
-    const UpdateStep::Result update = step.run(next_batch, lr, own_stop_cause);
+    const double step_lr = lr_schedule(state.update + 1);
+    const UpdateStep::Result update = step.run(next_batch, step_lr, own_stop_cause);
     if (!update.complete) done = true;
     if (update.tokens == 0) break;  // the same on every process: they all read every batch
+    lr = step_lr;                   // the last update's rate, which the log lines show
     const AdamStepInfo& info = update.adam;
     span.cost += update.cost;
     span.reduce_secs += update.reduce_secs;
