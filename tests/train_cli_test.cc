@@ -632,10 +632,11 @@ TEST_CASE("tx-train: a tx model is fine-tuned and resumed on its own vocabularie
   REQUIRE(sep.status == 0);
   fs::create_directories(dir.file("ft3"));
   fs::copy_file(dir.file("sep/vocab.src.spm"), dir.file("ft3/vocab.src.spm"));
-  Run ft3 =
-      tx_train(dir, "--train-sets " + dir.file("other.src") + " " + dir.file("other.tgt") +
-                        " --pretrained-model " + dir.file("sep/model.safetensors") + " --model " +
-                        dir.file("ft3") + " --max-tokens 128 --cpu-threads 1 --after-updates 1");
+  const std::string ft3_flags = "--train-sets " + dir.file("other.src") + " " +
+                                dir.file("other.tgt") + " --pretrained-model " +
+                                dir.file("sep/model.safetensors") + " --model " + dir.file("ft3") +
+                                " --max-tokens 128 --cpu-threads 1";
+  Run ft3 = tx_train(dir, ft3_flags + " --after-updates 1");
   INFO(ft3.err);
   CHECK(ft3.status == 0);
   CHECK(tx::test::slurp(dir.file("ft3/vocab.tgt.spm")) ==
@@ -651,10 +652,7 @@ TEST_CASE("tx-train: a tx model is fine-tuned and resumed on its own vocabularie
   INFO(ft_resumed.err);
   CHECK(ft_resumed.status == 0);
   CHECK(checkpoint_update(dir.file("ft/checkpoint.safetensors")) == 2);
-  Run ft3_resumed =
-      tx_train(dir, "--train-sets " + dir.file("other.src") + " " + dir.file("other.tgt") +
-                        " --pretrained-model " + dir.file("sep/model.safetensors") + " --model " +
-                        dir.file("ft3") + " --max-tokens 128 --cpu-threads 1 --after-updates 2");
+  Run ft3_resumed = tx_train(dir, ft3_flags + " --after-updates 2");
   INFO(ft3_resumed.err);
   CHECK(ft3_resumed.status == 0);
   CHECK(checkpoint_update(dir.file("ft3/checkpoint.safetensors")) == 2);
