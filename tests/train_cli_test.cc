@@ -199,6 +199,56 @@ TEST_CASE("tx-train: a run that ends with its data logs the last update's learni
   CHECK(lines[0].at("lr").get<double>() == Approx(0.01 * std::sqrt(2.0 / double(last))));
 }
 
+TEST_CASE("tx-train: validation sets read from pipes score as from files", "[train_cli]") {
+  TempDir dir;
+  tx::test::write_reversal_corpus(dir.file("valid.src"), dir.file("valid.tgt"), 12, 8);
+  const std::string flags = tiny_flags(dir) +
+                            " --after-updates 4 --valid-freq 4 --valid-metrics chrf bleu "
+                            "cross-entropy --beam-size 1 --valid-sets ";
+  auto valid_line = [&](const std::string& model) {
+    for (const std::string& line :
+         tx::test::split_lines(tx::test::slurp(dir.file(model + "/train.log.jsonl"))))
+      if (nlohmann::json j = nlohmann::json::parse(line); j.at("type") == "valid") return j;
+    return nlohmann::json();
+  };
+  Run files = tx_train(dir, flags + dir.file("valid.src") + " " + dir.file("valid.tgt"));
+  INFO(files.err);
+  REQUIRE(files.status == 0);
+  // The same files through named pipes, each of which can be read once (as <(zcat dev.gz)); a
+  // second read would wait for a writer forever, hence the timeout.
+  std::string piped = flags + dir.file("vs") + " " + dir.file("vt");
+  piped.replace(piped.find(" --model " + dir.file("m")), 9 + dir.file("m").size(),
+                " --model " + dir.file("p"));
+  tx::test::write_file(dir.file("run.sh"),
+                       "mkfifo " + dir.file("vs") + " " + dir.file("vt") + "\ncat " +
+                           dir.file("valid.src") + " > " + dir.file("vs") + " &\ncat " +
+                           dir.file("valid.tgt") + " > " + dir.file("vt") + " &\ntimeout 300 " +
+                           TX_TRAIN_BIN + " " + piped + " 2>" + dir.file("err") + "\n");
+  const int raw = std::system(("bash " + dir.file("run.sh")).c_str());
+  INFO(tx::test::slurp(dir.file("err")));
+  REQUIRE(WIFEXITED(raw));
+  REQUIRE(WEXITSTATUS(raw) == 0);
+  const nlohmann::json want = valid_line("m"), got = valid_line("p");
+  REQUIRE(want.contains("chrf"));
+  CHECK(want.at("chrf").get<double>() > 0);
+  CHECK(got.at("chrf") == want.at("chrf"));
+  CHECK(got.at("bleu") == want.at("bleu"));
+  CHECK(got.at("cross-entropy") == want.at("cross-entropy"));
+
+  // A validation pair too wide for any batch is named with its files before training starts.
+  std::string long_line;
+  for (int i = 0; i < 300; ++i) long_line += "ab ";
+  tx::test::write_file(dir.file("wide.src"), "ab\n" + long_line + "\n");
+  tx::test::write_file(dir.file("wide.tgt"), "ba\nab\n");
+  std::string wide = flags + dir.file("wide.src") + " " + dir.file("wide.tgt");
+  wide.replace(wide.find(" --model " + dir.file("m")), 9 + dir.file("m").size(),
+               " --model " + dir.file("w"));
+  Run w = tx_train(dir, wide);
+  CHECK(w.status == 1);
+  CHECK_THAT(w.err, Catch::Contains("line 2 of the validation files '" + dir.file("wide.src")));
+  CHECK_FALSE(fs::exists(dir.file("w/checkpoint.safetensors")));
+}
+
 TEST_CASE("tx-train: SIGTERM on a run of 2 threads stops after the update, saves, exits 0",
           "[train_cli]") {
   TempDir dir;

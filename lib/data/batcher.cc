@@ -42,10 +42,10 @@ void Batcher::measure() {
     int64_t s = source_row_length(corpus.src_length(i));
     int64_t t = target_row_length(corpus.tgt_length(i));
     cost_[i] = std::max(s, t);
-    TX_CHECK(cost_[i] <= options_.max_tokens, "the sentence pair at line ", corpus.line(i), " is ",
-             s, " source and ", t, " target tokens wide (with eos/bos), more than ",
-             "--max-tokens ", options_.max_tokens,
-             "; raise --max-tokens or drop long pairs with a length limit");
+    TX_CHECK(cost_[i] <= options_.max_tokens, "the sentence pair at line ", corpus.line(i),
+             options_.corpus_name.empty() ? "" : " of " + options_.corpus_name, " is ", s,
+             " source and ", t, " target tokens wide (with eos/bos), more than ", "--max-tokens ",
+             options_.max_tokens, "; raise --max-tokens or drop long pairs with a length limit");
   }
 }
 

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "data/batch.h"
@@ -31,6 +32,8 @@ struct BatcherOptions {
   // scoring).
   bool shuffle = true;
   SpecialIds ids;  // the model's pad, eos and decoder start (data::special_ids)
+  // What the corpus is, for messages ("the training data 'a' and 'b'"); empty: unnamed.
+  std::string corpus_name;
 };
 
 // Where the batcher is: the next batch it returns is batch `batch` of epoch `epoch`

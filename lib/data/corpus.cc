@@ -80,9 +80,16 @@ void ParallelCorpus::shrink_to_fit() {
 ParallelCorpus load_parallel_corpus(const std::string& src_path, const std::string& tgt_path,
                                     const Vocab& src_vocab, const Vocab& tgt_vocab,
                                     const CorpusOptions& options) {
+  LineReader src(src_path), tgt(tgt_path);
+  return load_parallel_corpus(src, tgt, src_vocab, tgt_vocab, options);
+}
+
+ParallelCorpus load_parallel_corpus(LineReader& src, LineReader& tgt, const Vocab& src_vocab,
+                                    const Vocab& tgt_vocab, const CorpusOptions& options) {
   TX_CHECK(options.max_src_tokens >= 0 && options.max_tgt_tokens >= 0,
            "maximum sentence lengths must be >= 0 (0: no limit)");
-  LineReader src(src_path), tgt(tgt_path);
+  const std::string& src_path = src.name();
+  const std::string& tgt_path = tgt.name();
   int threads = options.num_threads > 0
                     ? options.num_threads
                     : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));

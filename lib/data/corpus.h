@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "data/line_reader.h"
 #include "data/token_buffer.h"
 #include "data/vocab.h"
 
@@ -68,5 +69,8 @@ class ParallelCorpus {
 ParallelCorpus load_parallel_corpus(const std::string& src_path, const std::string& tgt_path,
                                     const Vocab& src_vocab, const Vocab& tgt_vocab,
                                     const CorpusOptions& options = {});
+// The same from two readers (text held in memory, stdin); their names stand for the files.
+ParallelCorpus load_parallel_corpus(LineReader& src, LineReader& tgt, const Vocab& src_vocab,
+                                    const Vocab& tgt_vocab, const CorpusOptions& options = {});
 
 }  // namespace tx::data

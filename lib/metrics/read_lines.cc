@@ -44,12 +44,19 @@ std::string read_all(FILE* f, const std::string& name) {
 
 }  // namespace
 
-std::vector<std::string> read_lines(const std::string& path) {
+std::string read_bytes(const std::string& path) {
   check_readable_file(path, "text file");
   const std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
   TX_CHECK(file, "cannot open '", path, "': ", std::strerror(errno), "; check the path");
-  const std::string name = "'" + path + "'";
-  return split_lines(read_all(file.get(), name), name);
+  return read_all(file.get(), "'" + path + "'");
+}
+
+std::vector<std::string> lines_of(const std::string& bytes, const std::string& name) {
+  return split_lines(bytes, name);
+}
+
+std::vector<std::string> read_lines(const std::string& path) {
+  return split_lines(read_bytes(path), "'" + path + "'");
 }
 
 std::vector<std::string> read_stdin_lines() {

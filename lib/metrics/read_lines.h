@@ -11,6 +11,10 @@ namespace tx::metrics {
 // removed. Throws tx::Error when the file cannot be read or a line is not valid UTF-8, naming
 // the file and the line number.
 std::vector<std::string> read_lines(const std::string& path);
+// The same in two steps, for text read once and used twice (a pipe can be read only once):
+// the file's bytes, then their lines, `name` in errors.
+std::string read_bytes(const std::string& path);
+std::vector<std::string> lines_of(const std::string& bytes, const std::string& name);
 // The same for stdin, read to its end from where it stands (a pipe, a socket, or a file the
 // caller's shell has partly read), in 64 KiB blocks; a read error is a tx::Error.
 std::vector<std::string> read_stdin_lines();

@@ -276,6 +276,8 @@ TrainerResult Trainer::run() {
   batcher_options.max_sentences = o.max_sentences;
   batcher_options.maxi_batch = o.maxi_batch;
   batcher_options.seed = o.seed;
+  batcher_options.corpus_name =
+      str("the training data '", o.train_src, "' and '", o.train_tgt, "'");
   data::Batcher batcher(*in.corpus, batcher_options);
 
   std::optional<Validator> validator;

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 #include "core/error.h"
+#include "core/format.h"
 #include "data/batcher.h"
+#include "data/line_reader.h"
 #include "decode/translator.h"
 #include "graph/graph.h"
 #include "metrics/bleu.h"
@@ -24,29 +27,35 @@ double Validation::score(const std::string& metric) const {
 Validator::Validator(Backend& be, const io::ModelConfig& config, const data::Vocab& src_vocab,
                      const data::Vocab& tgt_vocab, const std::string& src, const std::string& tgt,
                      const data::CorpusOptions& corpus_options, ValidatorOptions options)
-    : be_(be),
-      config_(config),
-      src_vocab_(src_vocab),
-      tgt_vocab_(tgt_vocab),
-      options_(options),
-      corpus_(data::load_parallel_corpus(src, tgt, src_vocab, tgt_vocab, corpus_options)) {
+    : be_(be), config_(config), src_vocab_(src_vocab), tgt_vocab_(tgt_vocab), options_(options) {
+  if (options_.bleu || options_.chrf) {
+    // Each file is read once, for both the cross-entropy and the translation: a pipe
+    // (<(zcat dev.gz)) would be empty the second time.
+    const std::string src_bytes = metrics::read_bytes(src), tgt_bytes = metrics::read_bytes(tgt);
+    std::istringstream src_in(src_bytes), tgt_in(tgt_bytes);
+    data::LineReader src_reader(src_in, src), tgt_reader(tgt_in, tgt);
+    corpus_ =
+        data::load_parallel_corpus(src_reader, tgt_reader, src_vocab, tgt_vocab, corpus_options);
+    src_lines_ = metrics::lines_of(src_bytes, "'" + src + "'");
+    refs_ = metrics::lines_of(tgt_bytes, "'" + tgt + "'");
+  } else {
+    corpus_ = data::load_parallel_corpus(src, tgt, src_vocab, tgt_vocab, corpus_options);
+  }
   TX_CHECK(corpus_.size() > 0, "validation files '", src, "' and '", tgt,
            "' hold no usable sentence pair; give a non-empty validation set");
-  if (options_.bleu || options_.chrf) {
-    src_lines_ = metrics::read_lines(src);
-    refs_ = metrics::read_lines(tgt);
-  }
+  batcher_options_.max_tokens = options_.max_tokens;
+  batcher_options_.maxi_batch = 0;
+  batcher_options_.shuffle = false;
+  batcher_options_.ids = data::special_ids(config_);
+  batcher_options_.corpus_name = str("the validation files '", src, "' and '", tgt, "'");
+  data::Batcher(corpus_, batcher_options_);  // a pair too wide for a batch is named now, not
+                                             // at the first validation
 }
 
 Validation Validator::run(const nn::Transformer& model) const {
   Validation v;
   Graph g(be_, GraphOptions{false, false, 1, true, options_.gemm_dtype});
-  data::BatcherOptions bo;
-  bo.max_tokens = options_.max_tokens;
-  bo.maxi_batch = 0;
-  bo.shuffle = false;
-  bo.ids = data::special_ids(config_);
-  data::Batcher batcher(corpus_, bo);
+  data::Batcher batcher(corpus_, batcher_options_);
   data::Batch b;
   double sum = 0;
   int64_t tokens = 0;

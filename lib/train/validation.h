@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "data/batcher.h"
 #include "data/corpus.h"
 #include "data/vocab.h"
 #include "io/model_config.h"
@@ -40,8 +41,8 @@ struct ValidatorOptions {
 
 class Validator {
  public:
-  // Reads the validation pair (and, for BLEU, its lines as text); throws tx::Error naming the
-  // files when they hold no usable pair.
+  // Reads the validation pair once (and, for BLEU, keeps its lines as text); throws tx::Error
+  // naming the files when they hold no usable pair or one too wide for a batch.
   Validator(Backend& be, const io::ModelConfig& config, const data::Vocab& src_vocab,
             const data::Vocab& tgt_vocab, const std::string& src, const std::string& tgt,
             const data::CorpusOptions& corpus_options, ValidatorOptions options);
@@ -56,6 +57,7 @@ class Validator {
   ValidatorOptions options_;
   data::ParallelCorpus corpus_;
   std::vector<std::string> src_lines_, refs_;
+  data::BatcherOptions batcher_options_;
 };
 
 }  // namespace tx::train
