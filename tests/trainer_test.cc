@@ -543,6 +543,51 @@ TEST_CASE(
   CHECK(other.updates == stopped + 5);
 }
 
+TEST_CASE(
+    "trainer: each --valid-metrics metric keeps its best model, across resumes that validate "
+    "others",
+    "[trainer][early]") {
+  auto be = tx::test::cpu_backend();
+  TempDir dir;
+  TrainerOptions o = tiny_options(dir);
+  o.valid_src = dir.file("valid.src");
+  o.valid_tgt = dir.file("valid.tgt");
+  o.valid_freq = 5;
+  o.beam_size = 1;
+  o.valid_metrics = {"cross-entropy", "chrf"};
+  o.after_updates = 10;
+  Trainer(*be, o).run();
+  const std::string best_ce = o.model_dir + "/model.best-cross-entropy.safetensors";
+  REQUIRE(std::filesystem::exists(best_ce));
+  CHECK(std::filesystem::exists(o.model_dir +
+                                "/model.best-chrf.safetensors"));  // not only the first's
+  const std::string ce_file = tx::test::slurp(best_ce);
+  double best = 1e9;
+  for (const nlohmann::json& j : log_records(o.model_dir, "valid"))
+    best = std::min(best, j["cross-entropy"].get<double>());
+
+  // A run on another metric, at a rate that wrecks the model, then cross-entropy again: its
+  // validation is worse than the first run's best, which stays, file and all.
+  o.valid_metrics = {"bleu"};
+  o.lr.lr = 1.0;
+  o.after_updates = 15;
+  Trainer(*be, o).run();
+  o.valid_metrics = {"cross-entropy"};
+  o.lr.lr = 1e-7;
+  o.after_updates = 20;
+  Trainer(*be, o).run();
+  const nlohmann::json last = log_records(o.model_dir, "valid").back();
+  REQUIRE(last["update"] == 20);
+  REQUIRE(last["cross-entropy"].get<double>() > best);
+  CHECK(last["stalled"] == 1);
+  CHECK(tx::test::slurp(best_ce) == ce_file);
+  const auto meta = tx::train::read_checkpoint_metadata(Trainer::checkpoint_path(o.model_dir));
+  const nlohmann::json state = nlohmann::json::parse(meta.at(tx::train::kTrainingStateKey));
+  CHECK(state["best_scores"]["cross-entropy"].get<double>() == best);
+  CHECK(state["best_scores"].contains("chrf"));
+  CHECK(state["best_scores"].contains("bleu"));
+}
+
 TEST_CASE("trainer: the updates after the last --disp-freq line are logged at the end",
           "[trainer]") {
   auto be = tx::test::cpu_backend();

@@ -56,10 +56,22 @@ EarlyStopping::EarlyStopping(std::string metric, MetricDirection direction, int6
   state_.metric = std::move(metric);
 }
 
-bool EarlyStopping::improves(double score) const {
+bool improves(MetricDirection direction, double score, const double* best) {
   if (!std::isfinite(score)) return false;
-  if (!state_.has_best) return true;
-  return direction_ == MetricDirection::lower_is_better ? score < state_.best : score > state_.best;
+  if (!best) return true;
+  return direction == MetricDirection::lower_is_better ? score < *best : score > *best;
+}
+
+bool EarlyStopping::improves(double score) const {
+  return train::improves(direction_, score, state_.has_best ? &state_.best : nullptr);
+}
+
+void EarlyStopping::start_from_best(double best) {
+  TX_CHECK(std::isfinite(best), "early stopping: a best score must be finite, got ", best);
+  state_.has_best = true;
+  state_.best = best;
+  state_.stalled = 0;
+  state_.validations = 0;
 }
 
 bool EarlyStopping::update(double score) {

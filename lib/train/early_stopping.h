@@ -18,6 +18,9 @@ enum class MetricDirection { lower_is_better, higher_is_better };
 // "loss" are lower-better; "bleu" and "chrf" are higher-better. Unknown names are an error.
 MetricDirection direction_of(const std::string& metric);
 
+// Whether `score` is a new best after `best` (null: none yet): finite, and strictly better.
+bool improves(MetricDirection direction, double score, const double* best);
+
 class EarlyStopping {
  public:
   // What a checkpoint keeps.
@@ -56,6 +59,9 @@ class EarlyStopping {
   // Restores a checkpoint's state. One for another metric is an error: its best score would
   // mean nothing here.
   void restore(const State& state);
+  // Starts from an earlier run's best score of this metric (no validation counted yet), as
+  // after resuming a run that validated another metric first.
+  void start_from_best(double best);
 
  private:
   MetricDirection direction_;

@@ -165,8 +165,11 @@ void log_span(const DisplaySpan& span, int64_t epoch, int64_t update, int64_t se
 
 // Validation after `update`: rank 0 scores the smoothed weights, every process takes the score
 // (so all stop early together); logged, and the best model kept. True: stop early.
+// Each of `metrics` (--valid-metrics) that beats its best in `best_scores` is recorded there
+// and its model.best-<metric> written; the first is the stopper's.
 bool validate(const Validator* validator, const nn::Transformer& model, int64_t epoch,
               int64_t update, Graph& graph, ExponentialSmoothing& smoothing, EarlyStopping& stopper,
+              const std::vector<std::string>& metrics, std::map<std::string, double>& best_scores,
               Collective& world, RunFiles& files, TrainerResult& result, bool quiet) {
   Validation v;
   graph.trim();      // validation's own arena need not stack on the training step's
@@ -194,7 +197,17 @@ bool validate(const Validator* validator, const nn::Transformer& model, int64_t 
   line += best ? " : new best" : str(" : stalled ", stopper.stalled(), " times");
   if (!quiet) log(line);
   files.write_json(j);
-  if (best) files.save_best(stopper.metric(), update);
+  for (const std::string& metric : metrics) {
+    const double score = v.score(metric);
+    const auto it = best_scores.find(metric);
+    const bool improved = metric == stopper.metric()
+                              ? best
+                              : improves(direction_of(metric), score,
+                                         it == best_scores.end() ? nullptr : &it->second);
+    if (!improved) continue;
+    best_scores[metric] = score;
+    files.save_best(metric, update);
+  }
   smoothing.swap();
   if (!stopper.should_stop()) return false;
   if (!quiet)
@@ -383,13 +396,23 @@ TrainerResult Trainer::run() {
     // The epochs' end is counted in this run's plan from there (from update 0 it would count
     // the skipped batches and the old plan's as this plan's), and so by every later resume.
     if (o.no_restore_corpus) state.plan_from = plan_from;
+    // A checkpoint from before best_scores: the early-stopping state holds its metric's best.
+    if (state.best_scores.empty() && state.early_stopping.has_best)
+      state.best_scores[state.early_stopping.metric] = state.early_stopping.best;
     if (validate_on && state.early_stopping.validations > 0) {
-      // Another first --valid-metrics: its best score and stalled count start afresh.
-      if (state.early_stopping.metric == stopper.metric())
+      if (state.early_stopping.metric == stopper.metric()) {
         stopper.restore(state.early_stopping);
-      else if (!quiet)
-        log("early stopping: the checkpoint tracked ", state.early_stopping.metric,
-            "; this run tracks ", stopper.metric(), " from its next validation");
+      } else {
+        // Another first --valid-metrics: its stalled count starts afresh, from its best so far
+        // (an earlier run's that validated it, whose model.best-<metric> holds it).
+        const auto it = state.best_scores.find(stopper.metric());
+        if (it != state.best_scores.end()) stopper.start_from_best(it->second);
+        if (!quiet)
+          log("early stopping: the checkpoint tracked ", state.early_stopping.metric,
+              "; this run tracks ", stopper.metric(), " from its next validation",
+              it == state.best_scores.end() ? std::string()
+                                            : str(", to beat its best so far, ", it->second));
+      }
     }
     result.resumed = true;
     resumed_at = state.update;
@@ -588,7 +611,7 @@ TrainerResult Trainer::run() {
     if (schedule.validation(state.update)) {
       const Clock::time_point start = Clock::now();
       if (validate(validator ? &*validator : nullptr, model, epoch, state.update, graph, smoothing,
-                   stopper, world, files, result, quiet)) {
+                   stopper, o.valid_metrics, state.best_scores, world, files, result, quiet)) {
         result.early_stopped = true;
         done = true;
       }

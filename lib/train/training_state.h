@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -44,6 +45,11 @@ struct TrainingState {
   // Where a --no-restore-corpus resume put the data: {update, epoch, batch}, from which the
   // --after-epochs end is counted. Empty: from update 0 (epoch 0, batch 0).
   std::vector<int64_t> plan_from;
+  // Each validated metric's best score so far, the score its model.best-<metric> file holds;
+  // kept for a metric this run does not validate, so that a later run that does again
+  // compares with it. Empty in checkpoints from before 2026-12-01 (the early-stopping state
+  // holds its metric's best).
+  std::map<std::string, double> best_scores;
 
   nlohmann::json to_json() const;
   // Throws tx::Error naming `where` and the key for a missing or mistyped field.
