@@ -178,6 +178,24 @@ TEST_CASE("tx-train: an update whose gradient norm is not finite is skipped with
   }
 }
 
+TEST_CASE("tx-train: a resume under other model options is refused before any vocabulary",
+          "[train_cli]") {
+  TempDir dir;
+  REQUIRE(tx_train(dir, tiny_flags(dir) + " --after-updates 2").status == 0);
+  // Separate vocabularies would be other files, trained before the fingerprint could tell.
+  Run tied = tx_train(dir, tiny_flags(dir) + " --after-updates 3 --tied-embeddings none");
+  CHECK(tied.status == 1);
+  CHECK_THAT(tied.err, Catch::Contains("tied_embeddings is \"all\" there but \"none\" here"));
+  CHECK_FALSE(fs::exists(dir.file("m/vocab.src.spm")));
+  std::string wider = tiny_flags(dir);
+  wider.replace(wider.find("--d-ff 32"), 9, "--d-ff 64");
+  Run wide = tx_train(dir, wider + " --after-updates 3");
+  CHECK(wide.status == 1);
+  CHECK_THAT(wide.err, Catch::Contains("d_ff is 32 there but 64 here"));
+  CHECK(checkpoint_update(dir.file("m/checkpoint.safetensors")) == 2);
+  CHECK(tx_train(dir, tiny_flags(dir) + " --after-updates 3").status == 0);
+}
+
 TEST_CASE("tx-train: a run that ends with its data logs the last update's learning rate",
           "[train_cli]") {
   TempDir dir;

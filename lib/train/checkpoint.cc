@@ -63,9 +63,18 @@ std::string not_tx_fix(const std::string& path) {
   return "load a checkpoint written by tx";
 }
 
-// Parses the file's config and requires its architecture to equal `config`'s.
+// The config fields that a run's vocabularies fill in.
+bool is_vocabulary_field(const std::string& key) {
+  for (const char* field : {"src_vocab_size", "tgt_vocab_size", "pad_id", "unk_id", "bos_id",
+                            "eos_id", "decoder_start_id"})
+    if (key == field) return true;
+  return false;
+}
+
+// Parses the file's config and requires its architecture to equal `config`'s (but for the
+// vocabularies' fields when `skip_vocabulary_fields`).
 void check_config(const std::string& path, const std::map<std::string, std::string>& metadata,
-                  const io::ModelConfig& config) {
+                  const io::ModelConfig& config, bool skip_vocabulary_fields = false) {
   auto it = metadata.find(io::kModelConfigKey);
   TX_CHECK(it != metadata.end(), where_of(path), " has no '", io::kModelConfigKey,
            "' in its metadata, so it is not a tx model; ", not_tx_fix(path));
@@ -75,7 +84,9 @@ void check_config(const std::string& path, const std::map<std::string, std::stri
   std::string diffs;
   int count = 0;
   for (const auto& [key, value] : want.items()) {
-    if (is_training_choice(key) || (have.contains(key) && have.at(key) == value)) continue;
+    if (is_training_choice(key) || (skip_vocabulary_fields && is_vocabulary_field(key)) ||
+        (have.contains(key) && have.at(key) == value))
+      continue;
     if (count++ < 3)
       diffs += str(diffs.empty() ? "" : ", ", key, " is ",
                    have.contains(key) ? have.at(key).dump() : "absent", " there but ", value.dump(),
@@ -286,6 +297,10 @@ bool load_smoothed(const std::string& path, Backend& be, const NamedTensors& smo
       [](const std::string& name) { return !starts_with(name, kSmoothedPrefix); },
       "; the file's smoothed weights are incomplete: the file is damaged");
   return true;
+}
+
+void check_architecture(const std::string& path, const io::ModelConfig& config) {
+  check_config(path, io::SafetensorsReader(path).metadata(), config, true);
 }
 
 TrainingState read_training_state(const std::string& path) {

@@ -88,6 +88,12 @@ TrainingState load_checkpoint(const std::string& path, Backend& be, const io::Mo
 // false when it has none (a run that turns smoothing on when it resumes).
 bool load_smoothed(const std::string& path, Backend& be, const NamedTensors& smoothed);
 
+// Requires the architecture of the model or checkpoint at `path` to equal `config`'s, but for
+// the fields a run's vocabularies fill in (sizes, special ids): a resume under other model
+// options is refused before its vocabularies are read or trained. Throws tx::Error naming the
+// fields that differ.
+void check_architecture(const std::string& path, const io::ModelConfig& config);
+
 // A training checkpoint's trainer state alone (header only): what a resumed run plans with
 // before its model is built. Throws tx::Error naming the file when it holds none.
 TrainingState read_training_state(const std::string& path);

@@ -156,6 +156,9 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
   // fine-tuning: the pretrained model, or once the run has a checkpoint, the checkpoint, as in
   // Marian, where --pretrained-model only starts a run. The file need not outlive its start.
   const std::string architecture_from = resuming ? ckpt : o.pretrained_model;
+  // A resume under other model options (--tied-embeddings none would name other vocabulary
+  // files, and train them) is refused before the vocabularies are looked for.
+  if (resuming && o.pretrained_model.empty()) check_architecture(ckpt, o.model);
   if (!o.pretrained_model.empty()) {
     if (!resuming) pretrained = formats::read_model_file(o.pretrained_model);
     if (pretrained.format == formats::Format::tx) {
