@@ -3,6 +3,7 @@
 // and the translation batcher with output in input order.
 #include <sentencepiece_trainer.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -321,6 +322,27 @@ TEST_CASE("data vocab: training errors name the file and the fix", "[data]") {
   o.inputs = {tiny};
   o.model_type = "wordpiece";
   CHECK_THROWS_WITH(tx::data::train_vocab(o), Contains("unigram or bpe"));
+  o.model_type = "unigram";
+
+  // Old Mac line endings: one line longer than SentencePiece takes, and it says nothing.
+  std::string cr_text;
+  for (int i = 0; i < 400; ++i) cr_text += "ein Hund und zwei Katzen\r";
+  write_file(dir.file("cr.txt"), cr_text);
+  o.inputs = {dir.file("cr.txt")};
+  CHECK_THROWS_WITH(tx::data::train_vocab(o), Contains("skips lines over 4192 bytes") &&
+                                                  Contains("longest here has 9999") &&
+                                                  Contains("CR-only"));
+
+  // A pipe, read to its end by the count: the sample would be empty.
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  const std::string text = "ein Hund\nzwei Katzen\n";
+  REQUIRE(write(fds[1], text.data(), text.size()) == ssize_t(text.size()));
+  close(fds[1]);
+  o.inputs = {"/dev/fd/" + std::to_string(fds[0])};
+  CHECK_THROWS_WITH(tx::data::train_vocab(o), Contains("2 non-empty lines when counted but 0") &&
+                                                  Contains("a pipe can be read only once"));
+  close(fds[0]);
 }
 
 TEST_CASE("data vocab: loading errors name the file", "[data]") {

@@ -46,8 +46,9 @@ ParallelCorpus sample_corpus(const std::string& src_path, const std::string& tgt
       while (number < want) {
         TX_CHECK(src.next(s) && tgt.next(t), "'", src_path, "' and '", tgt_path,
                  "' end before line ", want,
-                 ": the training files changed during the run; restart it with the files "
-                 "it began with");
+                 ": the training files changed during the run, or are pipes, which can be "
+                 "read only once (sampling reads them again each epoch); restart it with "
+                 "regular files as it began with");
         ++number;
       }
       if (i % kSamplingBlock == 0) blocks.emplace_back();

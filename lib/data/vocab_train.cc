@@ -32,6 +32,12 @@ int64_t count_lines(const std::vector<std::string>& paths) {
   return n;
 }
 
+std::string quoted_list(const std::vector<std::string>& paths) {
+  std::string out;
+  for (size_t i = 0; i < paths.size(); ++i) out += (i ? ", '" : "'") + paths[i] + "'";
+  return out;
+}
+
 // Feeds SentencePiece the non-empty lines of every input in turn, or a uniform sample of
 // `keep` of the `total`. tx samples rather than SentencePiece (--input_sentence_size), whose
 // sampler ignores the seed: selection sampling (Knuth's Algorithm S) keeps each line with
@@ -53,7 +59,15 @@ class FileSentences : public sentencepiece::SentenceIterator {
     try {
       while (kept_ < keep_) {
         if (!reader_) {
-          if (file_ == paths_.size()) break;
+          if (file_ == paths_.size()) {
+            // Fewer lines than counted: a pipe, read to its end by the count, or a file that
+            // shrank. Either way the sample would not be the one planned.
+            TX_CHECK(seen_ == total_, "cannot train a vocabulary on ", quoted_list(paths_),
+                     ": they held ", total_, " non-empty lines when counted but ", seen_,
+                     " when read again (a pipe can be read only once; a file may have changed); "
+                     "give regular files that stay as they are, or an existing --vocabs");
+            break;
+          }
           reader_ = std::make_unique<LineReader>(paths_[file_++]);
         }
         if (!reader_->next(line_)) {
@@ -61,6 +75,7 @@ class FileSentences : public sentencepiece::SentenceIterator {
           continue;
         }
         if (line_.empty()) continue;
+        longest_ = std::max(longest_, line_.size());
         int64_t left = total_ - seen_;
         uint64_t h = mix64(seed_ + mix64(static_cast<uint64_t>(seen_)));
         double u = static_cast<double>(h >> 11) * 0x1.0p-53;
@@ -78,6 +93,7 @@ class FileSentences : public sentencepiece::SentenceIterator {
   }
   const std::string& error() const { return error_; }
   int64_t kept() const { return kept_; }
+  size_t longest() const { return longest_; }  // bytes, of the lines read so far
 
  private:
   std::vector<std::string> paths_;
@@ -89,13 +105,11 @@ class FileSentences : public sentencepiece::SentenceIterator {
   std::string line_;
   std::string error_;
   bool done_ = false;
+  size_t longest_ = 0;
 };
 
-std::string quoted_list(const std::vector<std::string>& paths) {
-  std::string out;
-  for (size_t i = 0; i < paths.size(); ++i) out += (i ? ", '" : "'") + paths[i] + "'";
-  return out;
-}
+// SentencePiece skips longer sentences (its max_sentence_length, left at its default).
+constexpr size_t kMaxSentenceBytes = 4192;
 
 // SentencePiece's messages start with its source location and the failed check
 // ("./src/trainer_interface.cc(660) [(a) == (b)] Vocabulary size too high ..."): keep the text.
@@ -174,9 +188,17 @@ VocabTrainResult train_vocab(const VocabTrainOptions& o) {
   auto status = sentencepiece::SentencePieceTrainer::Train(trainer_args(o), &sentences, &proto);
   if (!sentences.error().empty()) throw Error(sentences.error());
   if (!status.ok()) {
-    std::string text = spm_text(status);
-    throw Error(str("cannot train a vocabulary of ", o.vocab_size, " pieces on ", files, ": ", text,
-                    (text.empty() ? "" : " "), "(SentencePiece); ", fix_for(text)));
+    const std::string text = spm_text(status);
+    std::string reason = text + " (SentencePiece)";
+    if (text.empty() && sentences.longest() > kMaxSentenceBytes)
+      reason = str("SentencePiece gave no reason, but it skips lines over ", kMaxSentenceBytes,
+                   " bytes and the longest here has ", sentences.longest(),
+                   " (a file with CR-only line endings is one long line: tr '\\r' '\\n' "
+                   "converts it)");
+    else if (text.empty())
+      reason = "SentencePiece gave no reason";
+    throw Error(str("cannot train a vocabulary of ", o.vocab_size, " pieces on ", files, ": ",
+                    reason, "; ", fix_for(text)));
   }
 
   sentencepiece::SentencePieceProcessor sp;
