@@ -1,6 +1,7 @@
 // main() for every tx program: one error line on stderr and a documented exit code, never a
 // stack trace or a partial output on stdout.
 #include <cstdio>
+#include <new>
 
 #include "common/app_log.h"
 #include "common/command_line.h"
@@ -23,7 +24,15 @@ int run_main(Program program, const std::string& description, int argc, char** a
   } catch (const UsageError& e) {
     std::fprintf(stderr, "%s: error: %s\n", name, e.what());
     return 2;
-  } catch (const std::exception& e) {  // tx::Error, and std::bad_alloc and the like
+  } catch (const std::bad_alloc&) {  // a host container beyond memory, e.g. a size too large
+    progress_done();
+    std::fprintf(stderr,
+                 "%s: error: out of host memory (std::bad_alloc); the sizes asked for need "
+                 "more than this machine has: check the model's (--d-model, --d-ff, "
+                 "--dim-vocabs) and the batches' (--max-tokens, --mini-batch, --beam-size)\n",
+                 name);
+    return 1;
+  } catch (const std::exception& e) {  // tx::Error and the like
     progress_done();  // an error line must not land after a half-drawn progress line
     std::fprintf(stderr, "%s: error: %s\n", name, e.what());
     return 1;
