@@ -2,7 +2,7 @@
 # only those missing, quietly when all are present.
 tx_packages=(cmake g++ ccache pkg-config libdnnl-dev ocl-icd-opencl-dev libcli11-dev
              nlohmann-json3-dev catch2 libsentencepiece-dev sentencepiece
-             libopenmpi-dev openmpi-bin libzip-dev libyaml-cpp-dev)
+             libopenmpi-dev openmpi-bin libzip-dev zlib1g-dev libyaml-cpp-dev)
 
 tx_install_deps() {
   local missing=()

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/gzip_file.h"
 #include "core/text_file.h"
 #include "core/utf8.h"
 #include "data/batch.h"
@@ -31,6 +32,7 @@
 #include "data/ordered_output.h"
 #include "data/vocab.h"
 #include "data/vocab_train.h"
+#include "metrics/read_lines.h"
 #include "support/files.h"
 
 using Catch::Contains;
@@ -187,6 +189,42 @@ TEST_CASE("data text lines: NUL bytes and UTF-16 are refused with the fix that f
 }
 
 // ---- vocabulary -------------------------------------------------------------------------------
+
+TEST_CASE("data text lines: gzip files read as their text, damage is named", "[data]") {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 20000; ++i) text += "Zeile " + std::to_string(i) + " \xC3\xA4\r\n";
+  write_file(dir.file("plain.txt"), text);
+  write_file(dir.file("copy.txt"), text);
+  // Two members, as `cat a.gz b.gz` makes: gzip -d reads both.
+  REQUIRE(std::system(("gzip -n -f " + dir.file("copy.txt") + " && cat " + dir.file("copy.txt.gz") +
+                       " " + dir.file("copy.txt.gz") + " > " + dir.file("twice.gz"))
+                          .c_str()) == 0);
+  auto lines_of = [](const std::string& path) {
+    tx::data::LineReader reader(path);
+    std::vector<std::string> lines;
+    for (std::string line; reader.next(line);) lines.push_back(line);
+    return lines;
+  };
+  const std::vector<std::string> plain = lines_of(dir.file("plain.txt"));
+  REQUIRE(plain.size() == 20000);
+  CHECK(plain[7] == "Zeile 7 \xC3\xA4");
+  CHECK(tx::is_gzip(dir.file("copy.txt.gz")));
+  CHECK_FALSE(tx::is_gzip(dir.file("plain.txt")));
+  CHECK(lines_of(dir.file("copy.txt.gz")) == plain);
+  std::vector<std::string> both = plain;
+  both.insert(both.end(), plain.begin(), plain.end());
+  CHECK(lines_of(dir.file("twice.gz")) == both);
+  CHECK(tx::metrics::read_bytes(dir.file("copy.txt.gz")) == text);
+
+  // Cut short: the lines before the cut, then an error naming the file and gzip.
+  const std::string gz = slurp(dir.file("copy.txt.gz"));
+  write_file(dir.file("cut.gz"), gz.substr(0, gz.size() / 2));
+  CHECK_THROWS_WITH(lines_of(dir.file("cut.gz")),
+                    Contains("cut.gz' after line") && Contains("gzip -t"));
+  CHECK_THROWS_WITH(tx::metrics::read_bytes(dir.file("cut.gz")),
+                    Contains("cut.gz'") && Contains("gzip -t"));
+}
 
 TEST_CASE("data vocab: trained on the fly, special ids, exact round trip with non-ASCII",
           "[data]") {

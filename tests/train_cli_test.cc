@@ -267,6 +267,30 @@ TEST_CASE("tx-train: validation sets read from pipes score as from files", "[tra
   CHECK_FALSE(fs::exists(dir.file("w/checkpoint.safetensors")));
 }
 
+TEST_CASE("tx-train: gzip training and validation files train as their text does", "[train_cli]") {
+  TempDir dir;
+  tx::test::write_reversal_corpus(dir.file("valid.src"), dir.file("valid.tgt"), 12, 8);
+  const std::string flags = tiny_flags(dir) +
+                            " --after-updates 4 --valid-freq 4 --valid-metrics "
+                            "cross-entropy chrf --beam-size 1";
+  Run plain =
+      tx_train(dir, flags + " --valid-sets " + dir.file("valid.src") + " " + dir.file("valid.tgt"));
+  REQUIRE(plain.status == 0);
+  fs::rename(dir.file("m"), dir.file("plain"));
+  for (const char* f : {"train.src", "train.tgt", "valid.src", "valid.tgt"})
+    REQUIRE(std::system(("gzip -n -f " + dir.file(f)).c_str()) == 0);
+  std::string gz = flags;
+  for (const char* f : {"train.src", "train.tgt"})
+    gz.replace(gz.find(dir.file(f)), dir.file(f).size(), dir.file(f) + ".gz");
+  Run zipped = tx_train(
+      dir, gz + " --valid-sets " + dir.file("valid.src.gz") + " " + dir.file("valid.tgt.gz"));
+  INFO(zipped.err);
+  REQUIRE(zipped.status == 0);
+  for (const char* f : {"vocab.spm", "model.safetensors", "model.best-chrf.safetensors"})
+    CHECK(tx::test::slurp(dir.file(std::string("m/") + f)) ==
+          tx::test::slurp(dir.file(std::string("plain/") + f)));
+}
+
 TEST_CASE("tx-train: SIGTERM on a run of 2 threads stops after the update, saves, exits 0",
           "[train_cli]") {
   TempDir dir;

@@ -4,12 +4,18 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/format.h"
 #include "core/text_file.h"
 
 namespace tx::data {
 
 LineReader::LineReader(const std::string& path) : name_(path) {
   check_readable_file(path, "text file");
+  if (is_gzip(path)) {
+    gzip_ = std::make_unique<GzipInput>(path);
+    in_ = gzip_.get();
+    return;
+  }
   file_.open(path, std::ios::binary);
   if (!file_) {
     throw Error(str("cannot read '", path, "': ", std::strerror(errno),
@@ -23,7 +29,9 @@ LineReader::LineReader(std::istream& in, std::string name) : in_(&in), name_(std
 bool LineReader::next(std::string& line) {
   if (!std::getline(*in_, line)) {
     TX_CHECK(!in_->bad(), "cannot read '", name_, "' after line ", line_number_,
-             ": read error; check the file and the disk");
+             gzip_ ? str(": its gzip data is damaged or cut short (", gzip_->error(),
+                         "); check the file with gzip -t")
+                   : std::string(": read error; check the file and the disk"));
     return false;
   }
   ++line_number_;

@@ -4,13 +4,17 @@
 #include <cstdint>
 #include <fstream>
 #include <istream>
+#include <memory>
 #include <string>
+
+#include "core/gzip_file.h"
 
 namespace tx::data {
 
 class LineReader {
  public:
-  // Opens `path`; throws tx::Error naming it when it is missing, a directory or unreadable.
+  // Opens `path`, decompressing it when it is gzip (core/gzip_file.h); throws tx::Error naming
+  // it when it is missing, a directory or unreadable.
   explicit LineReader(const std::string& path);
   // Reads from a stream the caller owns (stdin); `name` is what messages call it.
   LineReader(std::istream& in, std::string name);
@@ -33,6 +37,7 @@ class LineReader {
 
  private:
   std::ifstream file_;
+  std::unique_ptr<GzipInput> gzip_;  // a gzip file's decompressed text
   std::istream* in_;
   std::string name_;
   int64_t line_number_ = 0;
