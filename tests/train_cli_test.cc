@@ -241,7 +241,8 @@ TEST_CASE("tx-train: validation sets read from pipes score as from files", "[tra
                        "mkfifo " + dir.file("vs") + " " + dir.file("vt") + "\ncat " +
                            dir.file("valid.src") + " > " + dir.file("vs") + " &\ncat " +
                            dir.file("valid.tgt") + " > " + dir.file("vt") + " &\ntimeout 300 " +
-                           TX_TRAIN_BIN + " " + piped + " 2>" + dir.file("err") + "\n");
+                           TX_TRAIN_BIN + " " + piped + " 2>" + dir.file("err") +
+                           "\nrc=$?\nkill $(jobs -p) 2>/dev/null\nexit $rc\n");
   const int raw = std::system(("bash " + dir.file("run.sh")).c_str());
   INFO(tx::test::slurp(dir.file("err")));
   REQUIRE(WIFEXITED(raw));

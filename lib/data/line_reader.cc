@@ -1,8 +1,5 @@
 #include "data/line_reader.h"
 
-#include <cerrno>
-#include <cstring>
-
 #include "core/error.h"
 #include "core/format.h"
 #include "core/text_file.h"
@@ -11,17 +8,8 @@ namespace tx::data {
 
 LineReader::LineReader(const std::string& path) : name_(path) {
   check_readable_file(path, "text file");
-  if (is_gzip(path)) {
-    gzip_ = std::make_unique<GzipInput>(path);
-    in_ = gzip_.get();
-    return;
-  }
-  file_.open(path, std::ios::binary);
-  if (!file_) {
-    throw Error(str("cannot read '", path, "': ", std::strerror(errno),
-                    "; check the path and its permissions"));
-  }
-  in_ = &file_;
+  file_ = std::make_unique<TextInput>(path);
+  in_ = file_.get();
 }
 
 LineReader::LineReader(std::istream& in, std::string name) : in_(&in), name_(std::move(name)) {}
@@ -29,9 +17,11 @@ LineReader::LineReader(std::istream& in, std::string name) : in_(&in), name_(std
 bool LineReader::next(std::string& line) {
   if (!std::getline(*in_, line)) {
     TX_CHECK(!in_->bad(), "cannot read '", name_, "' after line ", line_number_,
-             gzip_ ? str(": its gzip data is damaged or cut short (", gzip_->error(),
-                         "); check the file with gzip -t")
-                   : std::string(": read error; check the file and the disk"));
+             file_ && file_->gzip()
+                 ? str(": its gzip data is damaged or cut short (", file_->error(),
+                       "); check the file with gzip -t")
+                 : str(": read error (", file_ ? file_->error() : std::string("stream"),
+                       "); check the file and the disk"));
     return false;
   }
   ++line_number_;

@@ -2,19 +2,19 @@
 #pragma once
 
 #include <cstdint>
-#include <fstream>
 #include <istream>
 #include <memory>
 #include <string>
 
-#include "core/gzip_file.h"
+#include "core/text_input.h"
 
 namespace tx::data {
 
 class LineReader {
  public:
-  // Opens `path`, decompressing it when it is gzip (core/gzip_file.h); throws tx::Error naming
-  // it when it is missing, a directory or unreadable.
+  // Opens `path` (once: a pipe reads too), decompressing it when it is gzip
+  // (core/text_input.h); throws tx::Error naming it when it is missing, a directory or
+  // unreadable.
   explicit LineReader(const std::string& path);
   // Reads from a stream the caller owns (stdin); `name` is what messages call it.
   LineReader(std::istream& in, std::string name);
@@ -36,8 +36,7 @@ class LineReader {
   const std::string& name() const { return name_; }
 
  private:
-  std::ifstream file_;
-  std::unique_ptr<GzipInput> gzip_;  // a gzip file's decompressed text
+  std::unique_ptr<TextInput> file_;  // the file opened by path (null: a caller's stream)
   std::istream* in_;
   std::string name_;
   int64_t line_number_ = 0;

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/gzip_file.h"
 #include "core/text_file.h"
+#include "core/text_input.h"
 #include "core/utf8.h"
 #include "metrics/unicode.h"
 
@@ -47,19 +47,16 @@ std::string read_all(FILE* f, const std::string& name) {
 
 std::string read_bytes(const std::string& path) {
   check_readable_file(path, "text file");
-  if (is_gzip(path)) {
-    GzipInput in(path);
-    std::string bytes;
-    std::vector<char> block(size_t(1) << 16);
-    while (in.read(block.data(), std::streamsize(block.size())) || in.gcount() > 0)
-      bytes.append(block.data(), size_t(in.gcount()));
-    TX_CHECK(!in.bad(), "cannot read '", path, "': its gzip data is damaged or cut short (",
-             in.error(), "); check the file with gzip -t");
-    return bytes;
-  }
-  const std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
-  TX_CHECK(file, "cannot open '", path, "': ", std::strerror(errno), "; check the path");
-  return read_all(file.get(), "'" + path + "'");
+  TextInput in(path);
+  std::string bytes;
+  std::vector<char> block(size_t(1) << 16);
+  while (in.read(block.data(), std::streamsize(block.size())) || in.gcount() > 0)
+    bytes.append(block.data(), size_t(in.gcount()));
+  TX_CHECK(!in.bad(), "cannot read '", path, "': ",
+           in.gzip() ? str("its gzip data is damaged or cut short (", in.error(),
+                           "); check the file with gzip -t")
+                     : str(in.error(), "; check the file and its permissions"));
+  return bytes;
 }
 
 std::vector<std::string> lines_of(const std::string& bytes, const std::string& name) {

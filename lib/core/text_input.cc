@@ -1,10 +1,9 @@
-#include "core/gzip_file.h"
+#include "core/text_input.h"
 
 #include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <streambuf>
 #include <vector>
 
@@ -12,15 +11,9 @@
 
 namespace tx {
 
-bool is_gzip(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char magic[2] = {0, 0};
-  return in.read(magic, 2) && static_cast<unsigned char>(magic[0]) == 0x1f &&
-         static_cast<unsigned char>(magic[1]) == 0x8b;
-}
-
-// The decompressed bytes, 256 KiB at a time; underflow fails (badbit via istream) on zlib's error.
-class GzipInput::Buffer : public std::streambuf {
+// The bytes through zlib, 256 KiB at a time; a failed read throws, which istream turns into
+// badbit.
+class TextInput::Buffer : public std::streambuf {
  public:
   explicit Buffer(const std::string& path) : file_(gzopen(path.c_str(), "rb")), data_(1 << 18) {
     TX_CHECK(file_, "cannot open '", path, "': ", errno ? std::strerror(errno) : "out of memory",
@@ -28,18 +21,21 @@ class GzipInput::Buffer : public std::streambuf {
     gzbuffer(file_, 1 << 17);
   }
   ~Buffer() override { gzclose(file_); }
-  std::string error() const { return error_; }
+  bool gzip() const { return read_ && !gzdirect(file_); }
+  const std::string& error() const { return error_; }
 
  protected:
   int_type underflow() override {
     if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
     const int n = gzread(file_, data_.data(), static_cast<unsigned>(data_.size()));
+    read_ = true;
     if (n <= 0) {
       int code = Z_OK;
       const char* message = gzerror(file_, &code);
-      // A clean end, or a truncated or damaged stream (which gzread reports as an error).
-      if (n < 0 || (code != Z_OK && code != Z_STREAM_END)) {
-        error_ = message ? message : "unknown zlib error";
+      // 0 with Z_OK is the end; a cut or damaged gzip stream is an error (Z_BUF_ERROR,
+      // Z_DATA_ERROR), as is a failed read (Z_ERRNO).
+      if (n < 0 || code != Z_OK) {
+        error_ = code == Z_ERRNO ? std::strerror(errno) : message ? message : "zlib error";
         throw std::ios_base::failure(error_);
       }
       return traits_type::eof();
@@ -52,16 +48,21 @@ class GzipInput::Buffer : public std::streambuf {
   gzFile file_;
   std::vector<char> data_;
   std::string error_;
+  bool read_ = false;
 };
 
-GzipInput::GzipInput(const std::string& path)
+TextInput::TextInput(const std::string& path)
     : std::istream(nullptr), buffer_(std::make_unique<Buffer>(path)) {
   rdbuf(buffer_.get());
 }
 
-GzipInput::~GzipInput() = default;
+TextInput::~TextInput() = default;
 
-std::string GzipInput::error() const {
+bool TextInput::gzip() const {
+  return buffer_->gzip();
+}
+
+std::string TextInput::error() const {
   return buffer_->error();
 }
 
