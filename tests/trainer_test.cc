@@ -566,16 +566,21 @@ TEST_CASE(
   for (const nlohmann::json& j : log_records(o.model_dir, "valid"))
     best = std::min(best, j["cross-entropy"].get<double>());
 
-  // A run on another metric, at a rate that wrecks the model, then cross-entropy again: its
-  // validation is worse than the first run's best, which stays, file and all.
+  // A run on another metric, at a rate that wrecks the model; one on a metric that ends before
+  // it validates (its checkpoint tracks nothing); one on cross-entropy that ends before it
+  // validates too (its checkpoint's stopper has the best, no validation); then cross-entropy
+  // validated again: worse than the first run's best, which stays, file and all.
   o.valid_metrics = {"bleu"};
   o.lr.lr = 1.0;
   o.after_updates = 15;
   Trainer(*be, o).run();
-  o.valid_metrics = {"cross-entropy"};
   o.lr.lr = 1e-7;
-  o.after_updates = 20;
-  Trainer(*be, o).run();
+  for (const auto& [metric, until] : std::vector<std::pair<std::string, int64_t>>{
+           {"perplexity", 17}, {"cross-entropy", 19}, {"cross-entropy", 20}}) {
+    o.valid_metrics = {metric};
+    o.after_updates = until;
+    Trainer(*be, o).run();
+  }
   const nlohmann::json last = log_records(o.model_dir, "valid").back();
   REQUIRE(last["update"] == 20);
   REQUIRE(last["cross-entropy"].get<double>() > best);

@@ -399,19 +399,22 @@ TrainerResult Trainer::run() {
     // A checkpoint from before best_scores: the early-stopping state holds its metric's best.
     if (state.best_scores.empty() && state.early_stopping.has_best)
       state.best_scores[state.early_stopping.metric] = state.early_stopping.best;
-    if (validate_on && state.early_stopping.validations > 0) {
-      if (state.early_stopping.metric == stopper.metric()) {
-        stopper.restore(state.early_stopping);
+    if (validate_on) {
+      // The checkpoint's stopper goes on if it tracked this metric; another first
+      // --valid-metrics (or one not validated yet) starts its stall count afresh, from the
+      // metric's best so far where an earlier run validated it (model.best-<metric> holds it).
+      const EarlyStopping::State& saved_stopper = state.early_stopping;
+      const bool tracked = saved_stopper.validations > 0 || saved_stopper.has_best;
+      const auto best = state.best_scores.find(stopper.metric());
+      if (tracked && saved_stopper.metric == stopper.metric()) {
+        stopper.restore(saved_stopper);
       } else {
-        // Another first --valid-metrics: its stalled count starts afresh, from its best so far
-        // (an earlier run's that validated it, whose model.best-<metric> holds it).
-        const auto it = state.best_scores.find(stopper.metric());
-        if (it != state.best_scores.end()) stopper.start_from_best(it->second);
-        if (!quiet)
-          log("early stopping: the checkpoint tracked ", state.early_stopping.metric,
-              "; this run tracks ", stopper.metric(), " from its next validation",
-              it == state.best_scores.end() ? std::string()
-                                            : str(", to beat its best so far, ", it->second));
+        if (best != state.best_scores.end()) stopper.start_from_best(best->second);
+        if (tracked && !quiet)
+          log("early stopping: the checkpoint tracked ", saved_stopper.metric, "; this run tracks ",
+              stopper.metric(), " from its next validation",
+              best == state.best_scores.end() ? std::string()
+                                              : str(", to beat its best so far, ", best->second));
       }
     }
     result.resumed = true;
