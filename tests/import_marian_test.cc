@@ -788,17 +788,30 @@ TEST_CASE("tx-train: a run fine-tuned from a Marian model on .yml vocabularies r
   INFO(resumed.err);
   CHECK(resumed.status == 0);
   CHECK(tx::test::checkpoint_update(dir.file("ft/checkpoint.safetensors")) == 2);
+  // A checkpoint from before 2026-12-01 named the vocabularies only in its model file (kept
+  // there by this run too): the resume still finds them, and so do its model files.
+  {
+    tx::io::TensorFile ckpt = tx::io::read_safetensors(dir.file("ft/checkpoint.safetensors"));
+    REQUIRE(ckpt.metadata.erase("tx.vocabs") == 1);
+    tx::io::write_safetensors(dir.file("ft/checkpoint.safetensors"), ckpt);
+  }
+  Run older = run_program(dir, TX_TRAIN_BIN, from + " --after-updates 3 --quiet");
+  INFO(older.err);
+  CHECK(older.status == 0);
+  CHECK(tx::test::checkpoint_update(dir.file("ft/checkpoint.safetensors")) == 3);
+  CHECK(tx::train::read_checkpoint_metadata(dir.file("ft/checkpoint.safetensors"))
+            .count("tx.vocabs") == 1);
   // As in Marian, the pretrained model only starts the run: once it is gone the same command
   // resumes, and so does one without -v (the vocabularies the checkpoint names).
   std::filesystem::remove(dir.file("model.npz"));
-  Run gone = run_program(dir, TX_TRAIN_BIN, from + vocabs + " --after-updates 3");
+  Run gone = run_program(dir, TX_TRAIN_BIN, from + vocabs + " --after-updates 4");
   INFO(gone.err);
   CHECK(gone.status == 0);
   CHECK_THAT(gone.err, Catch::Contains("is not read"));
-  Run no_v = run_program(dir, TX_TRAIN_BIN, from + " --after-updates 4 --quiet");
+  Run no_v = run_program(dir, TX_TRAIN_BIN, from + " --after-updates 5 --quiet");
   INFO(no_v.err);
   CHECK(no_v.status == 0);
-  CHECK(tx::test::checkpoint_update(dir.file("ft/checkpoint.safetensors")) == 4);
+  CHECK(tx::test::checkpoint_update(dir.file("ft/checkpoint.safetensors")) == 5);
   // Its model translates with the vocabularies it names, as the import did.
   Run r = run_program(
       dir, TX_TRANSLATE_BIN,

@@ -152,24 +152,42 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
   std::map<std::string, std::string>& model_meta = in.model_meta;
   const std::string ckpt = Trainer::checkpoint_path(o.model_dir);
   const bool resuming = fs::exists(ckpt);
-  // Where the architecture (and an imported model's vocabulary files) come from when
-  // fine-tuning: the pretrained model, or once the run has a checkpoint, the checkpoint, as in
-  // Marian, where --pretrained-model only starts a run. The file need not outlive its start.
-  const std::string architecture_from = resuming ? ckpt : o.pretrained_model;
+  // A resumed run's metadata: the checkpoint's, or the model file's where only it names the
+  // vocabulary files (checkpoints from before 2026-12-01).
+  std::map<std::string, std::string> recorded;
+  if (resuming) {
+    for (const std::string& file : {ckpt, Trainer::model_path(o.model_dir)}) {
+      try {
+        recorded = read_checkpoint_metadata(file);
+      } catch (const Error&) {  // missing or unreadable: the next file, then the run's own
+      }
+      if (recorded.count(formats::kVocabsKey)) break;
+    }
+  }
   // A resume under other model options (--tied-embeddings none would name other vocabulary
   // files, and train them) is refused before the vocabularies are looked for.
   if (resuming && o.pretrained_model.empty()) check_architecture(ckpt, o.model);
+  // Fine-tuning: the architecture and an imported model's vocabulary files come from the
+  // pretrained model, or once the run has a checkpoint, from it, as in Marian, where
+  // --pretrained-model only starts a run: the file need not outlive its start. (An older run
+  // that recorded no vocabulary files of an imported model reads them from the model again,
+  // while it is there.)
+  const bool read_pretrained =
+      !o.pretrained_model.empty() &&
+      (!resuming || (!recorded.count(formats::kVocabsKey) && fs::exists(o.pretrained_model) &&
+                     formats::format_of(o.pretrained_model) != formats::Format::tx));
+  const std::string architecture_from = read_pretrained ? o.pretrained_model : ckpt;
   if (!o.pretrained_model.empty()) {
-    if (!resuming) pretrained = formats::read_model_file(o.pretrained_model);
+    if (read_pretrained) pretrained = formats::read_model_file(o.pretrained_model);
     if (pretrained.format == formats::Format::tx) {
       pretrained.config = read_model_config(architecture_from);
-      const auto meta = read_checkpoint_metadata(architecture_from);
+      const auto meta = read_pretrained ? read_checkpoint_metadata(o.pretrained_model) : recorded;
       const auto found = meta.find(formats::kVocabsKey);
       if (found != meta.end())
         pretrained.vocabs =
             formats::vocab_files_from_json(found->second, str("model '", architecture_from, "'"));
     }
-    if (resuming && !quiet)
+    if (!read_pretrained && !quiet)
       log("resuming: the weights are the checkpoint's; --pretrained-model ", o.pretrained_model,
           " is not read");
     if (pretrained.vocabs.kind == formats::VocabKind::marian && !o.src_vocab.empty())
@@ -189,18 +207,9 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
         "joint one");
   if (src_vocab_path.empty() && o.pretrained_model.empty() && resuming) {
     // A resumed run that was started on Marian-numbered vocabularies (given with -v): the files
-    // it recorded in its checkpoint (or, before 2026-12-01, only in its model), not a tx
-    // vocabulary trained into the model directory.
-    std::map<std::string, std::string> meta;
-    for (const std::string& file : {ckpt, Trainer::model_path(o.model_dir)}) {
-      try {
-        meta = read_checkpoint_metadata(file);
-      } catch (const Error&) {  // missing or unreadable: the next file, then the run's own
-      }
-      if (meta.count(formats::kVocabsKey)) break;
-    }
-    const auto found = meta.find(formats::kVocabsKey);
-    if (found != meta.end()) {
+    // it recorded, not a tx vocabulary trained into the model directory.
+    const auto found = recorded.find(formats::kVocabsKey);
+    if (found != recorded.end()) {
       const formats::VocabFiles files = formats::vocab_files_from_json(
           found->second, str("model '", Trainer::model_path(o.model_dir), "'"));
       if (files.kind == formats::VocabKind::marian && files.paths.size() == 2) {
