@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/format.h"
 
 namespace tx {
 
@@ -15,7 +16,9 @@ namespace tx {
 // badbit.
 class TextInput::Buffer : public std::streambuf {
  public:
-  explicit Buffer(const std::string& path) : file_(gzopen(path.c_str(), "rb")), data_(1 << 18) {
+  explicit Buffer(const std::string& path) : data_(1 << 18) {
+    errno = 0;
+    file_ = gzopen(path.c_str(), "rb");
     TX_CHECK(file_, "cannot open '", path, "': ", errno ? std::strerror(errno) : "out of memory",
              "; check the path and its permissions");
     gzbuffer(file_, 1 << 17);
@@ -35,7 +38,7 @@ class TextInput::Buffer : public std::streambuf {
       // 0 with Z_OK is the end; a cut or damaged gzip stream is an error (Z_BUF_ERROR,
       // Z_DATA_ERROR), as is a failed read (Z_ERRNO).
       if (n < 0 || code != Z_OK) {
-        error_ = code == Z_ERRNO ? std::strerror(errno) : message ? message : "zlib error";
+        error_ = message && *message ? message : "zlib error";
         throw std::ios_base::failure(error_);
       }
       return traits_type::eof();
@@ -45,8 +48,8 @@ class TextInput::Buffer : public std::streambuf {
   }
 
  private:
-  gzFile file_;
-  std::vector<char> data_;
+  std::vector<char> data_;  // first: its allocation cannot leave an open file behind
+  gzFile file_ = nullptr;
   std::string error_;
   bool read_ = false;
 };
@@ -64,6 +67,12 @@ bool TextInput::gzip() const {
 
 std::string TextInput::error() const {
   return buffer_->error();
+}
+
+std::string TextInput::failure() const {
+  return gzip() ? str("its gzip data is damaged or cut short (", error(),
+                      "); check the file with gzip -t")
+                : str("read error (", error(), "); check the file and the disk");
 }
 
 }  // namespace tx

@@ -21,6 +21,9 @@ class TextInput : public std::istream {
   // zlib's reason for a failed read (damaged or cut gzip data), or "" when none. A failed read
   // sets badbit.
   std::string error() const;
+  // What a failed read means and its fix, for a message that names the file: "its gzip data is
+  // damaged or cut short (...); check the file with gzip -t", or a read error's.
+  std::string failure() const;
 
  private:
   class Buffer;

@@ -16,12 +16,8 @@ LineReader::LineReader(std::istream& in, std::string name) : in_(&in), name_(std
 
 bool LineReader::next(std::string& line) {
   if (!std::getline(*in_, line)) {
-    TX_CHECK(!in_->bad(), "cannot read '", name_, "' after line ", line_number_,
-             file_ && file_->gzip()
-                 ? str(": its gzip data is damaged or cut short (", file_->error(),
-                       "); check the file with gzip -t")
-                 : str(": read error (", file_ ? file_->error() : std::string("stream"),
-                       "); check the file and the disk"));
+    TX_CHECK(!in_->bad(), "cannot read '", name_, "' after line ", line_number_, ": ",
+             file_ ? file_->failure() : std::string("read error; check the input"));
     return false;
   }
   ++line_number_;

@@ -52,10 +52,7 @@ std::string read_bytes(const std::string& path) {
   std::vector<char> block(size_t(1) << 16);
   while (in.read(block.data(), std::streamsize(block.size())) || in.gcount() > 0)
     bytes.append(block.data(), size_t(in.gcount()));
-  TX_CHECK(!in.bad(), "cannot read '", path, "': ",
-           in.gzip() ? str("its gzip data is damaged or cut short (", in.error(),
-                           "); check the file with gzip -t")
-                     : str(in.error(), "; check the file and its permissions"));
+  TX_CHECK(!in.bad(), "cannot read '", path, "': ", in.failure());
   return bytes;
 }
 
