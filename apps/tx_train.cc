@@ -125,6 +125,8 @@ int train(const Options& options) {
   if (options.flag("dry-run")) return dry_run(options);
   tx::train::TrainerOptions t;
   require(options, "model");
+  if (options.text("model").empty())  // -m "": a path that names nothing
+    throw UsageError("--model is empty; give the model directory (see 'tx-train --help')");
   t.model_dir = options.text("model");
   t.pretrained_model = options.text("pretrained-model");
   const std::vector<std::string> train_sets = pair_of(options, "train-sets");

@@ -254,6 +254,7 @@ TEST_CASE("bad input: tx-train names the bad corpus or config, and writes nothin
   check_fails(f.run("ASAN_OPTIONS=allocator_may_return_null=1 " + std::string(TX_TRAIN_BIN),
                     "--d-ff 3000000000 --dry-run"),
               p, 1, {"out of host memory", "--d-ff"});
+  check_fails(f.run(TX_TRAIN_BIN, "--train-sets a b -m ''"), p, 2, {"--model is empty"});
   // None of the failures left a model behind.
   CHECK_FALSE(std::filesystem::exists(f.dir.file("out/model.safetensors")));
   CHECK_FALSE(std::filesystem::exists(f.dir.file("out/checkpoint.safetensors")));

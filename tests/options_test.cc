@@ -194,6 +194,7 @@ TEST_CASE("options: each mistake is one UsageError naming the flag or key and th
   CHECK_THAT(fails(kTrain, {"--heads", "7"}), Contains("heads") && Contains("divide"));
   CHECK_THAT(fails(kTrain, {"--quiet", "--verbose"}), Contains("--quiet"));
   CHECK_THAT(fails(kAverage, {"a", "b"}), Contains("--output is required"));
+  CHECK_THAT(fails(kAverage, {"a", "--output", ""}), Contains("--output is empty"));
   // tx-average without inputs is refused by the program, which also knows --last (average_test).
 
   const std::string missing = dir.file("missing.json");
@@ -206,6 +207,10 @@ TEST_CASE("options: each mistake is one UsageError naming the flag or key and th
   write(dir.file("key.json"), R"({"d_model": 512})");
   CHECK_THAT(fails(kTrain, {"--config", dir.file("key.json")}),
              Contains("key.json") && Contains("'d_model' is not an option of tx-train"));
+  // JSON keeps the last of two equal keys silently: the file is refused instead.
+  write(dir.file("twice.json"), R"({"d-model": 32, "heads": 2, "d-model": 64})");
+  CHECK_THAT(fails(kTrain, {"--config", dir.file("twice.json")}),
+             Contains("twice.json") && Contains("'d-model' is given twice"));
   write(dir.file("type.json"), R"({"heads": "8"})");
   CHECK_THAT(fails(kTrain, {"--config", dir.file("type.json")}),
              Contains("type.json") && Contains("'heads'") && Contains("integer"));

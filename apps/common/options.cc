@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 
 namespace tx::app {
@@ -140,7 +141,11 @@ void Options::apply_preset(const std::string& task, const std::string& source) {
 
 void Options::check_required() const {
   for (const OptionSpec* s : options_of(program_)) {
-    if (!(s->required & program_) || has(s->name)) continue;
+    if (!(s->required & program_)) continue;
+    if (has(s->name) && value(s->name) == json(""))  // -m "": a path that names nothing
+      throw UsageError(str("--", s->name, " is empty; give a value (see '", program_name(program_),
+                           " --help')"));
+    if (has(s->name)) continue;
     throw UsageError(str("--", s->name, " is required; give it on the command line or in --config",
                          " (see '", program_name(program_), " --help')"));
   }
@@ -230,11 +235,20 @@ json read_config_file(const std::string& path, Program program) {
   std::stringstream text;
   text << in.rdbuf();
   json j;
+  std::set<std::string> keys;
+  std::string twice;  // the first option given twice: JSON would keep its last value silently
+  auto note_key = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::key && depth == 1 && parsed.is_string() &&
+        !keys.insert(parsed.get<std::string>()).second && twice.empty())
+      twice = parsed.get<std::string>();
+    return true;
+  };
   try {
-    j = json::parse(text.str());
+    j = json::parse(text.str(), note_key);
   } catch (const json::exception& e) {  // parse_error, or out_of_range (number overflow)
     throw UsageError(str(where, ": not valid JSON (", e.what(), "); fix the file"));
   }
+  if (!twice.empty()) throw UsageError(str(where, ": '", twice, "' is given twice; keep one"));
   if (!j.is_object())
     throw UsageError(str(where, ": expected a JSON object of option names and values"));
   for (const auto& item : j.items()) {
