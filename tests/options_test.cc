@@ -195,6 +195,8 @@ TEST_CASE("options: each mistake is one UsageError naming the flag or key and th
   CHECK_THAT(fails(kTrain, {"--quiet", "--verbose"}), Contains("--quiet"));
   CHECK_THAT(fails(kAverage, {"a", "b"}), Contains("--output is required"));
   CHECK_THAT(fails(kAverage, {"a", "--output", ""}), Contains("--output is empty"));
+  CHECK_THAT(fails(kTrain, {"--after-updates", "5", "--after-updates", "6"}),
+             Contains("--after-updates is given 2 times; give it once"));
   // tx-average without inputs is refused by the program, which also knows --last (average_test).
 
   const std::string missing = dir.file("missing.json");

@@ -102,7 +102,13 @@ ParseResult parse_command_line(Program program, const std::string& description, 
   } catch (const CLI::CallForHelp&) {
     return {true, app.help(), Options(program)};
   } catch (const CLI::ParseError& e) {
-    throw UsageError(str(e.what(), "; run '", name, " --help' for the options"));
+    // CLI11 words a repeated single-value flag "--x: At Most 1 required but received 2".
+    const std::string what = e.what(), repeated = ": At Most 1 required but received ";
+    const size_t at = what.find(repeated);
+    if (at != std::string::npos)
+      throw UsageError(str(what.substr(0, at), " is given ", what.substr(at + repeated.size()),
+                           " times; give it once (run '", name, " --help' for the options)"));
+    throw UsageError(str(what, "; run '", name, " --help' for the options"));
   }
 
   json given = json::object();
