@@ -250,10 +250,11 @@ TEST_CASE("bad input: tx-train names the bad corpus or config, and writes nothin
                     " --transformer-depth-scaling --pretrained-model " + f.dir.file("m")),
               p, 2, {"--transformer-depth-scaling", "--pretrained-model", "drop one"});
   // A model beyond any machine's memory (about 6 TB of d_ff weights): one line naming the
-  // sizes, not "std::bad_alloc". (AddressSanitizer would abort instead of throwing.)
-  check_fails(f.run("ASAN_OPTIONS=allocator_may_return_null=1 " + std::string(TX_TRAIN_BIN),
-                    "--d-ff 3000000000 --dry-run"),
-              p, 1, {"out of host memory", "--d-ff"});
+  // sizes, not "std::bad_alloc". (AddressSanitizer reports its own out-of-memory instead.)
+#if !defined(__SANITIZE_ADDRESS__)
+  check_fails(f.run(TX_TRAIN_BIN, "--d-ff 3000000000 --dry-run"), p, 1,
+              {"out of host memory", "--d-ff"});
+#endif
   check_fails(f.run(TX_TRAIN_BIN, "--train-sets a b -m ''"), p, 2, {"--model is empty"});
   // None of the failures left a model behind.
   CHECK_FALSE(std::filesystem::exists(f.dir.file("out/model.safetensors")));
