@@ -217,12 +217,19 @@ TEST_CASE("tx-train: a run that ends with its data logs the last update's learni
   CHECK(lines[0].at("lr").get<double>() == Approx(0.01 * std::sqrt(2.0 / double(last))));
 }
 
+namespace {
+// The tiny run with a validation set of 12 pairs written beside it (valid.src, valid.tgt),
+// validated once, at update 4, on chrF, BLEU and cross-entropy; --valid-sets left to add.
+std::string validated_flags(const TempDir& dir) {
+  tx::test::write_reversal_corpus(dir.file("valid.src"), dir.file("valid.tgt"), 12, 8);
+  return tiny_flags(dir) +
+         " --after-updates 4 --valid-freq 4 --valid-metrics chrf bleu cross-entropy --beam-size 1";
+}
+}  // namespace
+
 TEST_CASE("tx-train: validation sets read from pipes score as from files", "[train_cli]") {
   TempDir dir;
-  tx::test::write_reversal_corpus(dir.file("valid.src"), dir.file("valid.tgt"), 12, 8);
-  const std::string flags = tiny_flags(dir) +
-                            " --after-updates 4 --valid-freq 4 --valid-metrics chrf bleu "
-                            "cross-entropy --beam-size 1 --valid-sets ";
+  const std::string flags = validated_flags(dir) + " --valid-sets ";
   auto valid_line = [&](const std::string& model) {
     for (const std::string& line :
          tx::test::split_lines(tx::test::slurp(dir.file(model + "/train.log.jsonl"))))
@@ -270,10 +277,7 @@ TEST_CASE("tx-train: validation sets read from pipes score as from files", "[tra
 
 TEST_CASE("tx-train: gzip training and validation files train as their text does", "[train_cli]") {
   TempDir dir;
-  tx::test::write_reversal_corpus(dir.file("valid.src"), dir.file("valid.tgt"), 12, 8);
-  const std::string flags = tiny_flags(dir) +
-                            " --after-updates 4 --valid-freq 4 --valid-metrics "
-                            "cross-entropy chrf --beam-size 1";
+  const std::string flags = validated_flags(dir);
   Run plain =
       tx_train(dir, flags + " --valid-sets " + dir.file("valid.src") + " " + dir.file("valid.tgt"));
   REQUIRE(plain.status == 0);

@@ -28,18 +28,16 @@ Validator::Validator(Backend& be, const io::ModelConfig& config, const data::Voc
                      const data::Vocab& tgt_vocab, const std::string& src, const std::string& tgt,
                      const data::CorpusOptions& corpus_options, ValidatorOptions options)
     : be_(be), config_(config), src_vocab_(src_vocab), tgt_vocab_(tgt_vocab), options_(options) {
+  // Each file is read once, for both the cross-entropy and the translation: a pipe
+  // (<(zcat dev.gz)) would be empty the second time. A validation set is small.
+  const std::string src_bytes = metrics::read_bytes(src), tgt_bytes = metrics::read_bytes(tgt);
+  std::istringstream src_in(src_bytes), tgt_in(tgt_bytes);
+  data::LineReader src_reader(src_in, src), tgt_reader(tgt_in, tgt);
+  corpus_ =
+      data::load_parallel_corpus(src_reader, tgt_reader, src_vocab, tgt_vocab, corpus_options);
   if (options_.bleu || options_.chrf) {
-    // Each file is read once, for both the cross-entropy and the translation: a pipe
-    // (<(zcat dev.gz)) would be empty the second time.
-    const std::string src_bytes = metrics::read_bytes(src), tgt_bytes = metrics::read_bytes(tgt);
-    std::istringstream src_in(src_bytes), tgt_in(tgt_bytes);
-    data::LineReader src_reader(src_in, src), tgt_reader(tgt_in, tgt);
-    corpus_ =
-        data::load_parallel_corpus(src_reader, tgt_reader, src_vocab, tgt_vocab, corpus_options);
     src_lines_ = metrics::lines_of(src_bytes, "'" + src + "'");
     refs_ = metrics::lines_of(tgt_bytes, "'" + tgt + "'");
-  } else {
-    corpus_ = data::load_parallel_corpus(src, tgt, src_vocab, tgt_vocab, corpus_options);
   }
   TX_CHECK(corpus_.size() > 0, "validation files '", src, "' and '", tgt,
            "' hold no usable sentence pair; give a non-empty validation set");
