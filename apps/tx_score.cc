@@ -268,8 +268,9 @@ int score_nbest(const Options& o, const tx::app::LoadedModels& m) {
   tx::data::ParallelCorpus corpus;
   std::map<int64_t, std::vector<int32_t>> source_ids;  // each source line encoded once
   {
+    tx::TextInput stdin_text(0);
     std::unique_ptr<tx::data::LineReader> reader =
-        nbest_path == "-" ? std::make_unique<tx::data::LineReader>(std::cin, "stdin")
+        nbest_path == "-" ? std::make_unique<tx::data::LineReader>(stdin_text, "stdin")
                           : std::make_unique<tx::data::LineReader>(nbest_path);
     for (std::string line; reader->next(line);) {
       nbest.push_back(

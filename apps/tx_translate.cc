@@ -1,12 +1,13 @@
 // tx-translate: translates stdin (or --input) to stdout with beam search, one output line per
 // input line in input order. The work is decode::Translator; this file is the command line.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "common/command_line.h"
 #include "common/model_setup.h"
 #include "core/text_file.h"
+#include "core/text_input.h"
 #include "decode/shortlist.h"
 #include "decode/translator.h"
 
@@ -24,18 +26,25 @@ namespace {
 
 using tx::app::Options;
 
-// Lines of a file (a last line without '\n' counts), or 0 when it cannot be read.
+// Lines of a regular file, gzip or not (a last line without '\n' counts), or 0 when it cannot
+// be read or is not a regular file (a pipe can be read only once: translation needs it).
 int64_t count_lines(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  int64_t lines = 0;
-  char last = '\n';
-  std::vector<char> buf(1 << 16);
-  while (f.read(buf.data(), buf.size()) || f.gcount() > 0) {
-    const std::streamsize n = f.gcount();
-    lines += std::count(buf.data(), buf.data() + n, '\n');
-    last = buf[n - 1];
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+  try {
+    tx::TextInput f(path);
+    int64_t lines = 0;
+    char last = '\n';
+    std::vector<char> buf(1 << 16);
+    while (f.read(buf.data(), std::streamsize(buf.size())) || f.gcount() > 0) {
+      const std::streamsize n = f.gcount();
+      lines += std::count(buf.data(), buf.data() + n, '\n');
+      last = buf[size_t(n) - 1];
+    }
+    return f.bad() ? 0 : lines + (last != '\n');
+  } catch (const tx::Error&) {
+    return 0;
   }
-  return lines + (last != '\n');
 }
 
 // --output-sampling full [T] | topk K [T], as Marian reads it.
@@ -164,15 +173,10 @@ int translate(const Options& options) {
   const auto translating = std::chrono::steady_clock::now();
 
   const std::string input = options.has("input") ? options.text("input") : "-";
-  std::ifstream file;
-  if (input != "-") {
-    tx::check_readable_file(input, "input file (--input)");
-    file.open(input, std::ios::binary);
-    if (!file)
-      throw tx::Error(tx::str("cannot read input file '", input,
-                              "'; check the path, or leave out --input to read stdin"));
-  }
-  std::istream& in = input == "-" ? std::cin : file;
+  if (input != "-") tx::check_readable_file(input, "input file (--input)");
+  // gzip or not, as tx-train's and tx-score's text (core/text_input.h); stdin too.
+  const std::unique_ptr<tx::TextInput> in =
+      input == "-" ? std::make_unique<tx::TextInput>(0) : std::make_unique<tx::TextInput>(input);
   // The progress display (terminals only): lines done and their rate, with an ETA when the
   // input is a file whose lines can be counted first.
   std::function<void(int64_t)> on_batch;
@@ -190,7 +194,7 @@ int translate(const Options& options) {
     };
   }
   const int64_t lines =
-      translator.translate_stream(in, std::cout, input == "-" ? "<stdin>" : input, on_batch);
+      translator.translate_stream(*in, std::cout, input == "-" ? "<stdin>" : input, on_batch);
   tx::progress_done();
   std::cout.flush();
   if (!std::cout) throw tx::Error("writing the translations to stdout failed");

@@ -1,9 +1,11 @@
 // data: SentencePiece vocabulary training and round trips, UTF-8 checks, parallel corpus
 // reading and filtering, training batches (coverage, token limit, layout, determinism, resume)
 // and the translation batcher with output in input order.
+#include <fcntl.h>
 #include <sentencepiece_trainer.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -12,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <iterator>
 #include <map>
@@ -229,6 +232,68 @@ TEST_CASE("data text lines: gzip files read as their text, damage is named", "[d
                     Contains("cut.gz' after line") && Contains("gzip -t"));
   CHECK_THROWS_WITH(tx::metrics::read_bytes(dir.file("cut.gz")),
                     Contains("cut.gz'") && Contains("gzip -t"));
+  // Damaged inside (its deflate data overwritten): zlib's reason, the file, gzip -t.
+  std::string damaged = gz;
+  for (size_t i = gz.size() / 3; i < gz.size() / 3 + 64; ++i) damaged[i] = '\xff';
+  write_file(dir.file("damaged.gz"), damaged);
+  CHECK_THROWS_WITH(lines_of(dir.file("damaged.gz")),
+                    Contains("damaged.gz' after line") && Contains("gzip -t"));
+  // Bytes after the last member that start no other are ignored, as gzip -d and zlib's gzread
+  // do (tape padding).
+  write_file(dir.file("padded.gz"), gz + std::string(3, '\0'));
+  CHECK(lines_of(dir.file("padded.gz")) == plain);
+  // A descriptor (stdin's way) reads as the path does, and stays open.
+  const int fd = open(dir.file("twice.gz").c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  {
+    tx::TextInput in(fd);
+    tx::data::LineReader reader(in, "fd");
+    std::vector<std::string> lines;
+    for (std::string line; reader.next(line);) lines.push_back(line);
+    CHECK(lines == both);
+    CHECK(in.gzip());
+  }
+  CHECK(close(fd) == 0);
+}
+
+// What arrives through a pipe is read as it arrives: a line typed into tx-translate is
+// translated before the next is typed (a reader that waits for a full block, as gzread and
+// stdio's fread do, would wait for the writer to close).
+TEST_CASE("data text lines: a pipe's first line is read before the writer closes, gzip or not",
+          "[data]") {
+  for (const bool gzip : {false, true}) {
+    CAPTURE(gzip);
+    int ends[2];
+    REQUIRE(pipe(ends) == 0);
+    std::string first = "Ein Hund rennt.\n";
+    if (gzip) {
+      // A gzip stream flushed after its first line, as `gzip` does not but a program's
+      // Z_SYNC_FLUSH would: its bytes carry the line, with no end of stream yet.
+      z_stream z{};
+      REQUIRE(deflateInit2(&z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+      std::string out(1024, '\0');
+      z.next_in = reinterpret_cast<Bytef*>(first.data());
+      z.avail_in = static_cast<uInt>(first.size());
+      z.next_out = reinterpret_cast<Bytef*>(out.data());
+      z.avail_out = static_cast<uInt>(out.size());
+      REQUIRE(deflate(&z, Z_SYNC_FLUSH) == Z_OK);
+      out.resize(out.size() - z.avail_out);
+      deflateEnd(&z);
+      first = out;
+    }
+    REQUIRE(write(ends[1], first.data(), first.size()) == ssize_t(first.size()));
+    auto line = std::async(std::launch::async, [&] {
+      tx::TextInput in("/dev/fd/" + std::to_string(ends[0]));  // a path, as -i <(...) gives
+      std::string got;
+      std::getline(in, got);
+      return got;
+    });
+    const bool arrived = line.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+    close(ends[1]);  // lets a reader that waited for more finish, so the test ends either way
+    CHECK(arrived);
+    CHECK(line.get() == "Ein Hund rennt.");
+    close(ends[0]);
+  }
 }
 
 TEST_CASE("data vocab: trained on the fly, special ids, exact round trip with non-ASCII",

@@ -90,6 +90,14 @@ TEST_CASE("tx-score: one line per metric with sacreBLEU's signature", "[apps][sc
   REQUIRE(only.status == 0);
   CHECK(only.out == fixed2(bleu.score) + "\n" +
                         fixed2(tx::metrics::corpus_chrf(f.hyps, {f.refs}).score) + "\n");
+
+  // gzip references and hypotheses, the hypotheses from stdin too, score as their text.
+  for (const char* name : {"hyp.txt", "ref.txt"})
+    REQUIRE(std::system(("gzip -n -k " + f.dir.file(name)).c_str()) == 0);
+  Run gz = tx_score(f.dir, "--metrics bleu,chrf,chrf++ -r " + f.dir.file("ref.txt.gz") + " < " +
+                               f.dir.file("hyp.txt.gz"));
+  CHECK(gz.status == 0);
+  CHECK(gz.out == r.out);
 }
 
 TEST_CASE("tx-score: --tokenize intl/char, --max-ngram-order, --lowercase and two references",

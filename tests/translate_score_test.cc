@@ -179,6 +179,27 @@ TEST_CASE("tx-translate: one line per input line in input order, as the library 
     Run from_file = run(f.dir, TX_TRANSLATE_BIN, flags + " -i " + f.dir.file("in.txt"));
     CHECK(from_file.status == 0);
     CHECK(from_file.out == r.out);
+    // gzip input reads as its text, from --input (Marian's decoder reads input.gz) and stdin.
+    REQUIRE(std::system(
+                ("gzip -n -c " + f.dir.file("in.txt") + " > " + f.dir.file("in.gz")).c_str()) == 0);
+    Run gz_file = run(f.dir, TX_TRANSLATE_BIN, flags + " -i " + f.dir.file("in.gz"));
+    CHECK(gz_file.status == 0);
+    CHECK(gz_file.out == r.out);
+    Run gz_stdin = run(f.dir, TX_TRANSLATE_BIN, flags + " < " + f.dir.file("in.gz"));
+    CHECK(gz_stdin.status == 0);
+    CHECK(gz_stdin.out == r.out);
+    // A pipe given as --input while stderr is a terminal: the progress display must not read
+    // it to count its lines first (it did, and nothing was left to translate).
+    if (std::system("command -v script > /dev/null") != 0) {
+      WARN("script(1) is missing: the terminal case is not run");
+    } else {
+      const std::string in_terminal = "script -qec \"bash -c '" + std::string(TX_TRANSLATE_BIN) +
+                                      " " + flags + " -i <(cat " + f.dir.file("in.txt") + ") > " +
+                                      f.dir.file("tty.out") + "'\" /dev/null";
+      Run tty = run(f.dir, "", in_terminal);
+      CHECK(tty.status == 0);
+      CHECK(tx::test::slurp(f.dir.file("tty.out")) == r.out);
+    }
   }
   SECTION("n-best: Marian's format, every index in order, as the library") {
     Run r = run(f.dir, TX_TRANSLATE_BIN, flags + " --n-best 3 < " + f.dir.file("in.txt"));

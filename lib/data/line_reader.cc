@@ -16,8 +16,9 @@ LineReader::LineReader(std::istream& in, std::string name) : in_(&in), name_(std
 
 bool LineReader::next(std::string& line) {
   if (!std::getline(*in_, line)) {
+    const auto* text = dynamic_cast<const TextInput*>(in_);
     TX_CHECK(!in_->bad(), "cannot read '", name_, "' after line ", line_number_, ": ",
-             file_ ? file_->failure() : std::string("read error; check the input"));
+             text ? text->failure() : std::string("read error; check the input"));
     return false;
   }
   ++line_number_;

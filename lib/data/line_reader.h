@@ -16,7 +16,8 @@ class LineReader {
   // (core/text_input.h); throws tx::Error naming it when it is missing, a directory or
   // unreadable.
   explicit LineReader(const std::string& path);
-  // Reads from a stream the caller owns (stdin); `name` is what messages call it.
+  // Reads from a stream the caller owns (stdin through a TextInput, a string); `name` is what
+  // messages call it.
   LineReader(std::istream& in, std::string name);
   LineReader(const LineReader&) = delete;
   LineReader& operator=(const LineReader&) = delete;

@@ -1,10 +1,6 @@
 // read_lines: whole-file read in large blocks, then split, so a test set costs a few system calls.
 #include "metrics/read_lines.h"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <memory>
 #include <vector>
 
 #include "core/error.h"
@@ -31,15 +27,14 @@ std::vector<std::string> split_lines(const std::string& bytes, const std::string
   return lines;
 }
 
-// All of `f` from where it stands, in 64 KiB blocks (one read for a test set); a read error
+// All of `in` from where it stands, in 64 KiB blocks (one read for a test set); a read error
 // names `name`.
-std::string read_all(FILE* f, const std::string& name) {
+std::string read_all(TextInput& in, const std::string& name) {
   std::string bytes;
   std::vector<char> block(size_t(1) << 16);
-  for (size_t n; (n = std::fread(block.data(), 1, block.size(), f)) > 0;)
-    bytes.append(block.data(), n);
-  TX_CHECK(!std::ferror(f), "cannot read ", name, ": ", std::strerror(errno),
-           "; check the file and its permissions");
+  while (in.read(block.data(), std::streamsize(block.size())) || in.gcount() > 0)
+    bytes.append(block.data(), size_t(in.gcount()));
+  TX_CHECK(!in.bad(), "cannot read ", name, ": ", in.failure());
   return bytes;
 }
 
@@ -48,12 +43,7 @@ std::string read_all(FILE* f, const std::string& name) {
 std::string read_bytes(const std::string& path) {
   check_readable_file(path, "text file");
   TextInput in(path);
-  std::string bytes;
-  std::vector<char> block(size_t(1) << 16);
-  while (in.read(block.data(), std::streamsize(block.size())) || in.gcount() > 0)
-    bytes.append(block.data(), size_t(in.gcount()));
-  TX_CHECK(!in.bad(), "cannot read '", path, "': ", in.failure());
-  return bytes;
+  return read_all(in, "'" + path + "'");
 }
 
 std::vector<std::string> lines_of(const std::string& bytes, const std::string& name) {
@@ -65,7 +55,8 @@ std::vector<std::string> read_lines(const std::string& path) {
 }
 
 std::vector<std::string> read_stdin_lines() {
-  return split_lines(read_all(stdin, "stdin"), "stdin");
+  TextInput in(0);
+  return split_lines(read_all(in, "stdin"), "stdin");
 }
 
 }  // namespace tx::metrics

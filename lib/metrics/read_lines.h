@@ -16,7 +16,7 @@ std::vector<std::string> read_lines(const std::string& path);
 std::string read_bytes(const std::string& path);
 std::vector<std::string> lines_of(const std::string& bytes, const std::string& name);
 // The same for stdin, read to its end from where it stands (a pipe, a socket, or a file the
-// caller's shell has partly read), in 64 KiB blocks; a read error is a tx::Error.
+// caller's shell has partly read), gzip or not as a file; a read error is a tx::Error.
 std::vector<std::string> read_stdin_lines();
 
 }  // namespace tx::metrics
