@@ -47,13 +47,13 @@ void write_stdout(const std::string& out) {
            "cannot write the output; check the disk or the pipe");
 }
 
-// "bleu,chrf" and "bleu chrf" both name two metrics.
+// "bleu,chrf", "bleu chrf" (one word or two) and "bleu, chrf" all name two metrics.
 std::vector<std::string> metric_names(const Options& o) {
   std::vector<std::string> out;
   for (const std::string& item : o.list("metrics")) {
     size_t begin = 0;
     while (begin <= item.size()) {
-      size_t end = item.find(',', begin);
+      size_t end = item.find_first_of(", \t", begin);
       if (end == std::string::npos) end = item.size();
       std::string name = item.substr(begin, end - begin);
       std::transform(name.begin(), name.end(), name.begin(),
@@ -117,9 +117,6 @@ int score_metrics(const Options& o) {
     throw UsageError(
         "give reference files with -r/--references (metrics), or a model with -m/--model "
         "(model scoring)");
-  for (const char* model_only : {"src", "tgt", "n-best-list"})
-    if (o.has(model_only))
-      throw UsageError(tx::str("--", model_only, " is for model scoring: give -m/--model too"));
   const std::vector<std::string> names = metric_names(o);
   const bool sentence_level = o.flag("sentence-level");
   if (sentence_level && names.size() > 1)
@@ -131,6 +128,12 @@ int score_metrics(const Options& o) {
   std::vector<tx::metrics::Lines> refs;
   for (const std::string& path : o.list("references"))
     refs.push_back(tx::metrics::read_lines(path));
+  // sacreBLEU refuses an empty test set ("contains no sentence"); a score of 0 with success
+  // would hide a translation that produced nothing.
+  if (hyps.empty())
+    throw tx::Error(tx::str("the hypotheses (", input == "-" ? "stdin" : "'" + input + "'",
+                            ") hold no lines; there is nothing to score (did the translation "
+                            "fail?)"));
   const int num_refs = static_cast<int>(refs.size());
   // Checked here too, where the file names are known (check_corpus only numbers the streams).
   for (size_t r = 0; r < refs.size(); ++r)
@@ -322,8 +325,6 @@ int score_model(const Options& o) {
                          ? "--tgt and --n-best-list both name the targets to score; give one"
                          : "model scoring needs --src FILE and --tgt FILE (one pair per line), "
                            "or --src FILE and --n-best-list FILE");
-  if (o.has("references"))
-    throw UsageError("-r/--references is for metrics: leave out -m/--model to compute BLEU/chrF");
   const tx::app::LoadedModels m(o);
   if (o.has("n-best-list")) return score_nbest(o, m);
   const std::string src = o.text("src"), tgt = o.text("tgt");
@@ -342,7 +343,27 @@ int score_model(const Options& o) {
   return 0;
 }
 
+// An option of the other mode would be ignored (a --normalize beside -r, a --tokenize beside
+// -m): refused, naming it, as --src without -m is. Thread counts fit either mode.
+void check_mode_options(const Options& o) {
+  const bool model = o.has("model");
+  for (const tx::app::OptionSpec* s : tx::app::options_of(tx::app::kScore)) {
+    if (s->group == "General" || s->name == "cpu-threads" || s->name == "model" ||
+        !o.has(s->name) || o.values().at(s->name) == s->default_for(tx::app::kScore))
+      continue;
+    if (model && s->group == "Metrics")
+      throw UsageError(tx::str("--", s->name,
+                               " is for metrics (BLEU/chrF): leave it out when scoring with "
+                               "-m/--model, or leave out -m"));
+    if (!model && s->group != "Metrics")
+      throw UsageError(tx::str("--", s->name,
+                               " is for model scoring: give -m/--model too, or "
+                               "leave it out for metrics"));
+  }
+}
+
 int score(const Options& o) {
+  check_mode_options(o);
   return o.has("model") ? score_model(o) : score_metrics(o);
 }
 

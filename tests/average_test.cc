@@ -3,6 +3,7 @@
 #include "train/average.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -271,6 +272,24 @@ TEST_CASE("average: tx-average errors are one line on stderr with a non-zero exi
   Run same = tx_average(dir, "-o " + a + " " + a + " " + b);
   CHECK(same.status == 1);
   CHECK_THAT(same.err, Contains("is the input"));
+
+  // A diverged snapshot (a NaN weight) is named, not averaged into a model that translates
+  // nothing.
+  const std::string nan = write(dir, "nan.st", checkpoint({1, std::nanf("")}, {1, 2}, false));
+  const std::string c = write(dir, "c.st", checkpoint({1, 2}, {1, 2}, false));
+  Run diverged = tx_average(dir, "-o " + dir.file("out.st") + " " + c + " " + nan);
+  CHECK(diverged.status == 1);
+  one_error_line(diverged);
+  CHECK_THAT(diverged.err, Contains("nan.st") && Contains("'w'") && Contains("element 1"));
+  CHECK_FALSE(std::ifstream(dir.file("out.st")).good());
+
+  // --dump-config into a full disk: an error, not an empty run.json with success.
+  // (The group's redirection wins over run_program's.)
+  Run full = tx::test::run_program(
+      dir, "{ " + std::string(TX_AVERAGE_BIN) + " -o x.st a.st --dump-config > /dev/full; }", "");
+  CHECK(full.status == 1);
+  one_error_line(full);
+  CHECK_THAT(full.err, Contains("cannot write to stdout"));
 }
 
 TEST_CASE("average: tx-average --dump-config prints the resolved options as JSON",

@@ -131,7 +131,7 @@ TEST_CASE("bad input: tx-translate names the bad model, vocabulary, input or con
   check_fails(
       translate(f.model_args() + " --config " + f.dir.file("wrong_type.translate.json") + in), p, 2,
       {"wrong_type.translate.json", "beam-size", "expected an integer"});
-  check_fails(translate(f.model_args() + " --tf32" + in), p, 1, {"--tf32", "--device cpu"});
+  check_fails(translate(f.model_args() + " --tf32" + in), p, 2, {"--tf32", "--device cpu"});
   check_fails(translate(f.model_args() + " --output-sampling best" + in), p, 2,
               {"--output-sampling", "'best'", "topk K"});
   check_fails(translate(f.model_args() + " --output-sampling topk" + in), p, 2,

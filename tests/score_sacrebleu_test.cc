@@ -139,6 +139,34 @@ TEST_CASE("tx-score: --tokenize intl/char, --max-ngram-order, --lowercase and tw
   CHECK(zero.status == 2);
   CHECK(zero.out.empty());
   CHECK(one_line(zero.err));
+  // A mistyped huge order is refused, not tried until memory runs out.
+  Run huge = tx_score(f.dir, "--max-ngram-order 2000000000 -r " + f.dir.file("ref.txt") + " < " +
+                                 f.dir.file("hyp.txt"));
+  CHECK(huge.status == 2);
+  CHECK(one_line(huge.err));
+  CHECK_THAT(huge.err, Contains("--max-ngram-order") && Contains("1..100"));
+  // "bleu chrf" in one word (a quoted list, a config string) names two metrics, as "bleu,chrf".
+  Run spaced = tx_score(
+      f.dir, "--metrics 'bleu chrf' -r " + f.dir.file("ref.txt") + " < " + f.dir.file("hyp.txt"));
+  Run commas = tx_score(
+      f.dir, "--metrics bleu,chrf -r " + f.dir.file("ref.txt") + " < " + f.dir.file("hyp.txt"));
+  CHECK(spaced.status == 0);
+  CHECK(split_lines(spaced.out).size() == 2);
+  CHECK(spaced.out == commas.out);
+  // No hypotheses at all: refused as sacreBLEU refuses an empty test set, not BLEU 0 with
+  // success (a translation that failed).
+  std::ofstream(f.dir.file("empty.txt")).flush();
+  Run empty = tx_score(f.dir, "-r " + f.dir.file("empty.txt") + " < " + f.dir.file("empty.txt"));
+  CHECK(empty.status == 1);
+  CHECK(empty.out.empty());
+  CHECK(one_line(empty.err));
+  CHECK_THAT(empty.err, Contains("no lines"));
+  // A model-scoring option beside references would be ignored: refused, naming it.
+  Run normalize = tx_score(
+      f.dir, "--normalize 0.6 -r " + f.dir.file("ref.txt") + " < " + f.dir.file("hyp.txt"));
+  CHECK(normalize.status == 2);
+  CHECK(one_line(normalize.err));
+  CHECK_THAT(normalize.err, Contains("--normalize is for model scoring"));
 }
 
 TEST_CASE("tx-score --sentence-level: one line per hypothesis, sacreBLEU's sentence scores",

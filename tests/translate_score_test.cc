@@ -468,6 +468,11 @@ TEST_CASE("tx-score: model scores are the teacher-forced log-probs, in input ord
     const double length = double(f.vocab->encode(tgt[i]).size() + 1);
     CHECK(per_token[i] == Approx(want / length).margin(1e-4));
   }
+  // A metrics option beside a model would be ignored: refused, naming it.
+  Run tokenize = run(f.dir, TX_SCORE_BIN, args + " --tokenize intl");
+  CHECK(tokenize.status == 2);
+  CHECK(tokenize.out.empty());
+  CHECK_THAT(tokenize.err, Contains("--tokenize is for metrics"));
 
   SECTION("--int8: near the f32 scores, not equal to them") {
     Run r8 = run(f.dir, TX_SCORE_BIN, args + " --int8");

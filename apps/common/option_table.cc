@@ -323,9 +323,14 @@ std::vector<OptionSpec> make_registry() {
                      "BLEU tokenizer (sacreBLEU's): 13a, intl (Unicode punctuation and "
                      "symbols), char (every character) or none",
                      kScore, metrics, one_of({"13a", "intl", "char", "none"})));
+  // Each order is a table per line: 100 is far beyond any use (4 is the standard) and keeps a
+  // mistyped value from exhausting memory.
   t.push_back(option("max-ngram-order", OptionType::integer, 4,
-                     "BLEU's highest n-gram order (sacreBLEU's max_ngram_order)", kScore, metrics,
-                     positive));
+                     "BLEU's highest n-gram order (sacreBLEU's max_ngram_order), 1 to 100", kScore,
+                     metrics, [](const json& v) {
+                       const int64_t n = v.get<int64_t>();
+                       return n >= 1 && n <= 100 ? "" : "must lie in 1..100 (4 is BLEU's)";
+                     }));
   t.push_back(option("sentence-level", OptionType::flag, false,
                      "One score per hypothesis line instead of one per corpus (sacreBLEU's "
                      "sentence_bleu: effective order on); one metric only",

@@ -215,6 +215,12 @@ BackendOptions Options::backend_options() const {
   BackendOptions o;
   o.threads = int32("cpu-threads");
   o.tf32 = flag("tf32");
+  // A usage error, as --precision bf16 on a CPU without it: the command asks the device for
+  // what it has not (the backend checks too, for library callers).
+  if (o.tf32 && text("device") == "cpu")
+    throw UsageError(
+        "--tf32 is a mode of NVIDIA GPUs' tensor cores; remove it for --device cpu (fp32 GEMMs "
+        "there are exact fp32)");
   // Decoding's cohorts need blocks of ever new sizes; with a large cache every size the stream
   // recently used stays resident beside the blocks in use (bench/soak/README.md: a d256 stream's
   // memory a third lower at 128 MiB). At d512 and beam 5 x 32 a cohort's caches alone outgrow

@@ -15,12 +15,20 @@ int run_main(Program program, const std::string& description, int argc, char** a
   const char* name = program_name(program);
   try {
     ParseResult parsed = parse_command_line(program, description, argc, argv);
+    // --help, --dump-config and a body's printf output: a full disk or a closed pipe must not
+    // pass for success (an empty run.json from --dump-config > run.json).
+    auto stdout_written = [name] {
+      if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return true;
+      std::fprintf(stderr, "%s: error: cannot write to stdout; check the disk or the pipe\n", name);
+      return false;
+    };
     if (parsed.finished) {
       std::fputs(parsed.text.c_str(), stdout);
-      return 0;
+      return stdout_written() ? 0 : 1;
     }
     if (program != kAverage) detail(parsed.options, "OpenMP idle threads: ", openmp_wait_setting());
-    return body(parsed.options);
+    const int status = body(parsed.options);
+    return status == 0 && !stdout_written() ? 1 : status;
   } catch (const UsageError& e) {
     std::fprintf(stderr, "%s: error: %s\n", name, e.what());
     return 2;

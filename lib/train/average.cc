@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/finite.h"
 #include "formats/model_file.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
@@ -223,8 +224,12 @@ AverageSummary average_checkpoints(const std::vector<std::string>& inputs,
     std::vector<double> sum(static_cast<size_t>(e->shape.numel()), 0.0);
     for (auto& reader : readers) {
       const std::string smoothed = kSmoothedPrefix + e->name;
-      const std::vector<float> values =
-          reader->read(reader->find(smoothed) ? smoothed : e->name).to_floats();
+      const std::string name = reader->find(smoothed) ? smoothed : e->name;
+      const std::vector<float> values = reader->read(name).to_floats();
+      // A NaN would pass into the average silently and make every translation of it empty;
+      // named here, the diverged snapshot can be left out.
+      check_finite(values.data(), static_cast<int64_t>(values.size()),
+                   "model '" + reader->path() + "'", name);
       for (size_t k = 0; k < sum.size(); ++k) sum[k] += values[k];
     }
     std::vector<float> mean(sum.size());
