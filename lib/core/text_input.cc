@@ -40,8 +40,10 @@ class TextInput::Buffer : public std::streambuf {
  private:
   size_t pending() const { return end_ - begin_; }
 
-  // Appends what one read() gives to the unread input; false at the end of the input.
+  // Appends what one read() gives to the unread input; false at the end of the input, and
+  // from then on (a terminal's Ctrl-D is read once, not waited past).
   bool read_more() {
+    if (ended_) return false;
     if (begin_ == end_) begin_ = end_ = 0;
     if (end_ == in_.size()) {
       std::memmove(in_.data(), in_.data() + begin_, pending());
@@ -54,7 +56,10 @@ class TextInput::Buffer : public std::streambuf {
         end_ += size_t(n);
         return true;
       }
-      if (n == 0) return false;
+      if (n == 0) {
+        ended_ = true;
+        return false;
+      }
       if (errno != EINTR) fail(std::strerror(errno));
     }
   }
@@ -127,7 +132,7 @@ class TextInput::Buffer : public std::streambuf {
   int fd_;
   bool owned_;
   z_stream z_{};
-  bool started_ = false, gzip_ = false, inflating_ = false, member_done_ = false;
+  bool started_ = false, gzip_ = false, inflating_ = false, member_done_ = false, ended_ = false;
   std::string error_;
 };
 
