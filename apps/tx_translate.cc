@@ -1,7 +1,5 @@
 // tx-translate: translates stdin (or --input) to stdout with beam search, one output line per
 // input line in input order. The work is decode::Translator; this file is the command line.
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -29,8 +27,8 @@ using tx::app::Options;
 // Lines of a regular file, gzip or not (a last line without '\n' counts), or 0 when it cannot
 // be read or is not a regular file (a pipe can be read only once: translation needs it).
 int64_t count_lines(const std::string& path) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return 0;
   try {
     tx::TextInput f(path);
     int64_t lines = 0;
