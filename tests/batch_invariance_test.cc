@@ -69,6 +69,11 @@ TEST_CASE(
         INFO(batching);
         CHECK(translate(dir.file("in.txt"), search + " " + batching) == whole);
       }
+      // --precision fp16 (no CPU GEMM takes f16: its values through the same f32 kernel).
+      const std::string half = translate(dir.file("in.txt"), search + " --precision fp16");
+      CHECK(translate(dir.file("in.txt"),
+                      search + " --precision fp16 --mini-batch 1 --maxi-batch 1 --cpu-threads 1") ==
+            half);
       // Each line alone, as the first line of an input of its own.
       const std::vector<std::string> whole_lines = split_lines(whole);
       const auto whole_entries = beam > 1 ? entries(whole) : decltype(entries(whole)){};

@@ -1,9 +1,12 @@
-// Weights packed once for inference (Backend::pack_weight, gemm_packed): f32 and bf16 weights in
-// fixed_order_gemm's column panels, i8 weights in oneDNN's s8 x u8 layout. A weight that every
-// decoding step multiplies is laid out once, not copied into panels on every call.
+// Weights packed once for inference (Backend::pack_weight, gemm_packed): f32, f16 (widened) and
+// bf16 weights in fixed_order_gemm's column panels, i8 weights in oneDNN's s8 x u8 layout. A weight
+// that every decoding step multiplies is laid out once, not copied into panels on every call.
 #include <omp.h>
 
+#include <vector>
+
 #include "core/error.h"
+#include "core/half.h"
 #include "cpu_backend.h"
 #include "fixed_order_gemm.h"
 #if TX_DNNL_PACKED_SGEMM
@@ -21,9 +24,22 @@ void CpuBackend::pack_weight_impl(PackedWeight& p) {
     pack_i8_weight(p);
     return;
   }
+  if (p.weight.dtype() == DType::f16) {
+    // f16 (no CPU GEMM takes it): widened exactly into f32 panels, so that --precision fp16's
+    // inference has the f32 kernel's fixed sums (a sentence's bits do not depend on its batch)
+    // rather than oneDNN's sgemm's, which round by row count.
+    const int64_t n = p.weight.dim(0), k = p.weight.dim(1);
+    std::vector<float> wide(static_cast<size_t>(n * k));
+    const auto* w = static_cast<const uint16_t*>(p.weight.raw());
+    for (size_t i = 0; i < wide.size(); ++i) wide[i] = f16_to_float(w[i]);
+    Tensor packed = empty({panel_floats(n, k)});
+    pack_panels(wide.data(), n, k, packed.data<float>());
+    p.packed = packed;
+    return;
+  }
   if (p.weight.dtype() == DType::bf16) {
-    // bf16: the same panels in pairs of k where the CPU has VDPBF16PS; elsewhere, and for f16,
-    // gemm_packed multiplies the weight as it is.
+    // bf16: the same panels in pairs of k where the CPU has VDPBF16PS; elsewhere gemm_packed
+    // multiplies the weight as it is.
     const int64_t n = p.weight.dim(0), k = p.weight.dim(1);
     if (!fixed_order_bf16_available() || k % 2 != 0) return;
     Tensor packed = empty({panel_units_bf16(n, k)}, DType::i32);
@@ -79,6 +95,17 @@ void CpuBackend::gemm_packed_impl(const Tensor& a, const PackedWeight& w, const 
   if (!w.packed.defined()) return gemm_weight_as_is(a, w, c, bias, act);
   const int64_t m = a.shape().rows(), n = w.weight.dim(0), k = w.weight.dim(1);
   const float* b = bias.defined() ? bias.data<float>() : nullptr;
+  if (w.weight.dtype() == DType::f16) {
+    // The f16 rows widened exactly: f32 sums of the f16-rounded operands, as pack_weight's
+    // panels hold the weight.
+    Tensor wide = empty({m, k});
+    const auto* x = static_cast<const uint16_t*>(a.raw());
+    float* y = wide.data<float>();
+#pragma omp parallel for if (m * k > (1 << 16))
+    for (int64_t i = 0; i < m * k; ++i) y[i] = f16_to_float(x[i]);
+    fixed_order_gemm(y, m, k, w.packed.data<float>(), n, c.data<float>(), b, act);
+    return;
+  }
   if (w.weight.dtype() == DType::bf16) {
     fixed_order_gemm_bf16(static_cast<const uint16_t*>(a.raw()), m, k,
                           static_cast<const uint32_t*>(w.packed.raw()), n, c.data<float>(), b, act);

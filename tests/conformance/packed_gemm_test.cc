@@ -218,6 +218,44 @@ TEST_CASE(
   be = tx::create_backend("cpu");  // back to the default count the other cases run with
 }
 
+// No CPU GEMM takes f16, and oneDNN's sgemm on the widened values rounds by row count: the
+// weight is widened into the f32 panels instead, so --precision fp16's translations do not
+// depend on the batch either.
+TEST_CASE(
+    "gemm_packed on the CPU, f16: the f32 FMA chain over the f16 values, the same bits for a row "
+    "whatever the row count, its position and the thread count",
+    "[gemm][packed]") {
+  std::unique_ptr<tx::Backend> be = cpu_backend(2);
+  std::unique_ptr<tx::Backend> single = cpu_backend(1);
+  for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{1000, 256}, {77, 600}}) {
+    const int64_t rows = 200;
+    const auto [w_low, w] =
+        rounded(*be, random_vector(static_cast<size_t>(n * k), 900 + n), {n, k}, tx::DType::f16);
+    const auto [a_low, a] =
+        rounded(*be, random_vector(static_cast<size_t>(rows * k), 901), {rows, k}, tx::DType::f16);
+    std::vector<float> chain(static_cast<size_t>(rows * n));
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        float s = 0.0f;
+        for (int64_t q = 0; q < k; ++q) s = std::fma(a[i * k + q], w[j * k + q], s);
+        chain[i * n + j] = s;
+      }
+    const tx::Backend::PackedWeight packed = be->pack_weight(w_low);
+    REQUIRE(packed.packed.defined());
+    for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 11, 13, 37, 160, 193, 200}) {
+      const int64_t first = (m * 7) % (rows - m + 1);
+      Tensor c = be->empty({m, n});
+      be->gemm_packed(a_low.slice(first, first + m), packed, c);
+      const std::vector<float> got = fetch(*be, c);
+      INFO("n " << n << " k " << k << " rows " << first << ".." << first + m);
+      CHECK(std::equal(got.begin(), got.end(), chain.begin() + first * n));
+    }
+    Tensor c1 = single->empty({rows, n});
+    single->gemm_packed(a_low, packed, c1);
+    CHECK(fetch(*single, c1) == chain);
+  }
+}
+
 TEST_CASE(
     "gemm_packed on the CPU, bf16: where the CPU has AVX512-BF16, the same bits for a row whatever "
     "the row count, its position and the thread count",
