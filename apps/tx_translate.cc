@@ -62,13 +62,27 @@ tx::decode::SamplingOptions sampling_options(const std::vector<std::string>& v) 
   if (v[0] == "topk") {
     if (v.size() < 2) throw tx::app::UsageError("--output-sampling topk: K is missing" + usage);
     const double k = number(v[1], "K");
-    if (k < 1 || k != std::floor(k) || k > 1e9)
+    if (k < 1 || k != std::floor(k))
       throw tx::app::UsageError(
           tx::str("--output-sampling topk ", v[1], ": K must be a positive integer", usage));
+    // Beyond the vocabulary K is the whole of it ('full' draws the same).
+    if (k > 1e9)
+      throw tx::app::UsageError(tx::str("--output-sampling topk ", v[1],
+                                        ": K is beyond any vocabulary; give 'full' to draw from "
+                                        "the whole vocabulary"));
     s.top_k = static_cast<int>(k);
     next = 2;
   }
-  if (v.size() > next) s.temperature = static_cast<float>(number(v[next], "temperature"));
+  if (v.size() > next) {
+    const double t = number(v[next], "temperature");
+    // Checked as written, not as the float it becomes (1e-50 is 0 there, 1e39 infinity).
+    if (t <= 0 || t > 1e30)
+      throw tx::app::UsageError(tx::str("--output-sampling: the temperature ", v[next],
+                                        " must lie in (0, 1e30] (below 1 sharper, above 1 "
+                                        "flatter; near 0 the most probable token)",
+                                        usage));
+    s.temperature = static_cast<float>(std::max(t, 1e-38));
+  }
   if (v.size() > next + 1)
     throw tx::app::UsageError(tx::str("--output-sampling: unexpected '", v[next + 1], "'", usage));
   return s;
@@ -211,8 +225,10 @@ int translate(const Options& options) {
                  t.flop / 1e9 / std::max(t.seconds, 1e-9));
   }
   if (translator.lines_cropped() > 0)
-    tx::app::info(options, "cropped ", translator.lines_cropped(), " source line",
-                  translator.lines_cropped() == 1 ? "" : "s", " (the first: line ",
+    tx::app::info(options, "cropped ", translator.lines_cropped(),
+                  options.flag("force-decode") ? " line" : " source line",
+                  translator.lines_cropped() == 1 ? "" : "s",
+                  options.flag("force-decode") ? " (source or prefix)" : "", " (the first: line ",
                   translator.first_cropped_line(), ") to the ",
                   translator.options().batching.max_source_tokens,
                   " tokens the model's positions cover (its max_length is ", m.max_length(),

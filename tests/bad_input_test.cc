@@ -141,7 +141,16 @@ TEST_CASE("bad input: tx-translate names the bad model, vocabulary, input or con
   check_fails(translate(f.model_args() + " --output-sampling full hot" + in), p, 2,
               {"temperature 'hot'"});
   check_fails(translate(f.model_args() + " --output-sampling full 0" + in), p, 2,
-              {"temperature 0", "positive"});
+              {"temperature 0", "must lie in (0, 1e30]"});
+  // Values beyond what a field holds are named as written, not as a clamp or an infinity.
+  check_fails(translate(f.model_args() + " --seed 18446744073709551616" + in), p, 2,
+              {"--seed", "18446744073709551616 is beyond the integers"});
+  check_fails(translate(f.model_args() + " --output-sampling topk 2000000000" + in), p, 2,
+              {"topk 2000000000", "beyond any vocabulary", "'full'"});
+  check_fails(translate(f.model_args() + " --weights 1e300" + in), p, 2,
+              {"--weights: 1e300", "outside the weights"});
+  check_fails(translate(f.model_args() + " --max-length-factor 1e39" + in), p, 2,
+              {"--max-length-factor", "[0, 1e38]"});
   check_fails(translate(f.model_args() + " --output-sampling full --n-best 2" + in), p, 2,
               {"--output-sampling", "--n-best 1", "--seed"});
   const Run sampled = translate(f.model_args() + " --output-sampling topk 3 0.7 --quiet" + in);
@@ -185,6 +194,20 @@ TEST_CASE("bad input: tx-translate's documented results for odd but valid input"
     CHECK(r.status == 0);
     CHECK(tx::test::split_lines(r.out).size() == 3);
     CHECK_THAT(r.err, Contains("cropped 1 source line (the first: line 2) to the 1023 tokens"));
+  }
+  SECTION("a --force-decode prefix beyond the positions is cropped and counted, as a source is") {
+    std::string prefix;
+    while (prefix.size() < 20000) prefix += "ab ";
+    write_file(f.dir.file("prefix.txt"), "ab cd\nba\t" + prefix + "\n");
+    const Run r = f.run(TX_TRANSLATE_BIN, f.model_args() + " --beam-size 1 --force-decode -i " +
+                                              f.dir.file("prefix.txt"));
+    CHECK(r.status == 0);
+    const std::vector<std::string> lines = tx::test::split_lines(r.out);
+    REQUIRE(lines.size() == 2);
+    CHECK(lines[1].rfind("ab ab ab", 0) == 0);  // the prefix's start, forced
+    CHECK_THAT(
+        r.err,
+        Contains("cropped 1 line (source or prefix) (the first: line 2) to the 1023 tokens"));
   }
 }
 

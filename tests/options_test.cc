@@ -197,6 +197,10 @@ TEST_CASE("options: each mistake is one UsageError naming the flag or key and th
   CHECK_THAT(fails(kAverage, {"a", "--output", ""}), Contains("--output is empty"));
   CHECK_THAT(fails(kTrain, {"--after-updates", "5", "--after-updates", "6"}),
              Contains("--after-updates is given 2 times; give it once"));
+  CHECK_THAT(fails(tx::app::kTranslate, {"-m", "x", "--alignment", "0.5", "soft"}),
+             Contains("--alignment takes one value but is given 2"));
+  CHECK_THAT(fails(tx::app::kTranslate, {"-m", "x", "--seed", "18446744073709551616"}),
+             Contains("--seed") && Contains("beyond the integers"));
   // tx-average without inputs is refused by the program, which also knows --last (average_test).
 
   const std::string missing = dir.file("missing.json");

@@ -764,6 +764,18 @@ TEST_CASE("tx-translate and tx-score: flag values at their limits, a NaN weight,
     Run cold = run(f.dir, TX_TRANSLATE_BIN, f.model_args() + " --output-sampling full 1e-9" + in);
     CHECK(cold.status == 0);
     CHECK(cold.out == greedy.out);
+    // Below float's normal range 1 / T was infinite, and every line came out empty.
+    for (const char* t : {"1e-40", "1e-300"}) {
+      Run colder =
+          run(f.dir, TX_TRANSLATE_BIN, f.model_args() + " --output-sampling full " + t + in);
+      INFO(t);
+      CHECK(colder.status == 0);
+      CHECK(colder.out == greedy.out);
+    }
+    // Beyond float's range: named as written, not as the infinity it would become.
+    Run hot = run(f.dir, TX_TRANSLATE_BIN, f.model_args() + " --output-sampling full 1e39" + in);
+    CHECK(hot.status == 2);
+    CHECK_THAT(hot.err, Contains("temperature 1e39 must lie in (0, 1e30]"));
   }
   SECTION("one model's --weights scales its n-best scores, as tx-score's") {
     const std::string nbest = " --beam-size 2 --n-best 2";

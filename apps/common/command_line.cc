@@ -3,6 +3,7 @@
 #include "common/command_line.h"
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <deque>
 
 namespace tx::app {
@@ -57,7 +58,23 @@ CLI::Option* add(CLI::App& app, Slot& slot) {
     case OptionType::flag:
       return app.add_flag(names, slot.flag, s.help);
     case OptionType::integer:
-      return app.add_option(names, slot.integer, s.help);
+      // CLI11 clamps a value beyond int64 to its limit (--seed 18446744073709551616 ran as
+      // 9223372036854775807): refused instead, as every value no field holds is.
+      return app.add_option(names, slot.integer, s.help)
+          ->check(CLI::Validator(
+              [](std::string& text) {
+                const size_t sign = !text.empty() && text[0] == '+' ? 1 : 0;
+                int64_t value = 0;
+                const auto [end, error] =
+                    std::from_chars(text.data() + sign, text.data() + text.size(), value);
+                (void)end;
+                return error == std::errc::result_out_of_range
+                           ? text +
+                                 " is beyond the integers tx holds (-9223372036854775808 to "
+                                 "9223372036854775807)"
+                           : std::string();
+              },
+              "INT"));
     case OptionType::number:
       return app.add_option(names, slot.number, s.help);
     case OptionType::text:
@@ -103,11 +120,23 @@ ParseResult parse_command_line(Program program, const std::string& description, 
     return {true, app.help(), Options(program)};
   } catch (const CLI::ParseError& e) {
     // CLI11 words a repeated single-value flag "--x: At Most 1 required but received 2".
+    // and a single-value flag given two values ("--alignment 0.5 soft") the same way: the
+    // command line tells the two apart.
     const std::string what = e.what(), repeated = ": At Most 1 required but received ";
     const size_t at = what.find(repeated);
-    if (at != std::string::npos)
-      throw UsageError(str(what.substr(0, at), " is given ", what.substr(at + repeated.size()),
-                           " times; give it once (run '", name, " --help' for the options)"));
+    if (at != std::string::npos) {
+      const std::string flag = what.substr(0, at), count = what.substr(at + repeated.size());
+      int given = 0;
+      for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        given += arg == flag || arg.rfind(flag + "=", 0) == 0;
+      }
+      if (given == 1)
+        throw UsageError(str(flag, " takes one value but is given ", count, " (run '", name,
+                             " --help' for its values)"));
+      throw UsageError(str(flag, " is given ", count, " times; give it once (run '", name,
+                           " --help' for the options)"));
+    }
     throw UsageError(str(what, "; run '", name, " --help' for the options"));
   }
 

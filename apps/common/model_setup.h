@@ -266,7 +266,7 @@ class LoadedModels {
  private:
   static float weight(const std::string& text) {
     const std::optional<double> w = parse_number(text);
-    if (!w || !std::isfinite(static_cast<float>(*w)))
+    if (!w)
       throw UsageError(str("--weights: '", text, "' is not a number; give one weight per model"));
     // The search's sums of weighted log-probs must stay far above its "impossible" score
     // (-1e29) and above float's rounding: a weight of 1e28 made every hypothesis impossible,

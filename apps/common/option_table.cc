@@ -278,7 +278,14 @@ std::vector<OptionSpec> make_registry() {
                      kTranslate, search, one_of({"auto", "fairseq", "marian", "huggingface"})));
   t.push_back(option("max-length-factor", OptionType::number, 1.5,
                      "Output tokens at most factor * source tokens + --max-length-b", kTranslate,
-                     search, at_least_zero));
+                     search, [](const json& v) {
+                       // Held in a float; a huge factor is capped by the model's positions.
+                       const double a = v.get<double>();
+                       return std::isfinite(a) && a >= 0 && a <= 1e38
+                                  ? ""
+                                  : "must lie in [0, 1e38] (the model's positions cap the length "
+                                    "anyway)";
+                     }));
   t.push_back(option("max-length-b", OptionType::integer, 10,
                      "Output tokens added to --max-length-factor * source tokens", kTranslate,
                      search, non_negative));

@@ -80,16 +80,20 @@ bool InferenceBatcher::next(SourceBatch& batch) {
     };
     std::vector<std::vector<int32_t>> prefixes;
     while (!full() && reader_.next(line)) {
+      bool cropped = false;
       if (options_.prefix_vocab) {
         const size_t tab = line.find('\t');
         prefixes.push_back(tab == std::string::npos
                                ? std::vector<int32_t>()
                                : options_.prefix_vocab->encode(line.substr(tab + 1)));
         if (tab != std::string::npos) line.resize(tab);
+        // A prefix beyond the positions cannot be forced whole either (the search would cut
+        // it there): cropped here, so that the log counts it.
+        cropped = crop_source(prefixes.back(), options_.max_source_tokens);
       }
       lines.push_back(vocab_.encode(line));  // LineReader has checked the UTF-8
-      if (crop_source(lines.back(), options_.max_source_tokens) && lines_cropped_++ == 0)
-        first_cropped_line_ = reader_.line_number();
+      cropped = crop_source(lines.back(), options_.max_source_tokens) || cropped;
+      if (cropped && lines_cropped_++ == 0) first_cropped_line_ = reader_.line_number();
       tokens += source_row_length(static_cast<int64_t>(lines.back().size()));
     }
     if (lines.empty()) return false;

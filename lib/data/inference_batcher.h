@@ -59,7 +59,8 @@ class InferenceBatcher {
 
   // Lines read so far; at the end, the number of output lines due.
   int64_t lines_read() const { return reader_.line_number(); }
-  // Lines cropped to max_source_tokens so far, and the 1-based number of the first.
+  // Lines whose source (or --force-decode prefix) was cropped to max_source_tokens so far, and
+  // the 1-based number of the first.
   int64_t lines_cropped() const { return lines_cropped_; }
   int64_t first_cropped_line() const { return first_cropped_line_; }
 

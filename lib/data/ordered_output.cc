@@ -19,8 +19,9 @@ void OrderedOutput::put(int64_t index, std::string text) {
     ++next_;
   }
   out_.flush();
-  TX_CHECK(out_.good(), "cannot write the output (", next_,
-           " lines written); check the disk or the pipe");
+  // Lines handed over, not lines on disk: a full disk may have taken none of them.
+  TX_CHECK(out_.good(), "cannot write the output (it failed by line ", next_,
+           "); check the disk or the pipe");
 }
 
 void OrderedOutput::finish(int64_t lines) {

@@ -459,8 +459,11 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
       // Scaled first, then a plain softmax, so that the best token's shifted logit is exactly
       // 0: the softmax's own scale rounds x / T before the shift, and at T ~ 1e-9 that error
       // alone (up to 128) underflowed every exp, the best token's too, into NaN probabilities.
+      // Below 1e-20 every candidate but the best (or the tied best) has probability 0 in
+      // float anyway; the floor keeps 1 / T and the scaled log-probs (at most ~1e9 x 1e20)
+      // finite, where a subnormal T made them infinite and every probability NaN.
       const Tensor scaled = be_.empty({count, V}), p = be_.empty({count, V});
-      be_.scale(lp, 1.0f / o.temperature, scaled);
+      be_.scale(lp, static_cast<float>(1.0 / std::max(double(o.temperature), 1e-20)), scaled);
       be_.softmax(scaled, 1.0f, Tensor(), false, p);
       probs = be_.download<float>(p);
     }
