@@ -271,10 +271,14 @@ int score_nbest(const Options& o, const tx::app::LoadedModels& m) {
   tx::data::ParallelCorpus corpus;
   std::map<int64_t, std::vector<int32_t>> source_ids;  // each source line encoded once
   {
-    tx::TextInput stdin_text(0);
-    std::unique_ptr<tx::data::LineReader> reader =
-        nbest_path == "-" ? std::make_unique<tx::data::LineReader>(stdin_text, "stdin")
-                          : std::make_unique<tx::data::LineReader>(nbest_path);
+    std::unique_ptr<tx::TextInput> stdin_text;
+    std::unique_ptr<tx::data::LineReader> reader;
+    if (nbest_path == "-") {
+      stdin_text = std::make_unique<tx::TextInput>(0);
+      reader = std::make_unique<tx::data::LineReader>(*stdin_text, "stdin");
+    } else {
+      reader = std::make_unique<tx::data::LineReader>(nbest_path);
+    }
     for (std::string line; reader->next(line);) {
       nbest.push_back(
           parse_nbest_line(line, *reader, static_cast<int64_t>(sources.size()), src_path));
@@ -343,19 +347,22 @@ int score_model(const Options& o) {
   return 0;
 }
 
-// An option of the other mode would be ignored (a --normalize beside -r, a --tokenize beside
-// -m): refused, naming it, as --src without -m is. Thread counts fit either mode.
+// An option of the other mode would be ignored (a --normalize beside -r, a --tokenize or -i
+// beside -m): refused, naming it, as --src without -m is. Threads and the seed are settings a
+// script may pass every program; they fit either mode.
 void check_mode_options(const Options& o) {
   const bool model = o.has("model");
   for (const tx::app::OptionSpec* s : tx::app::options_of(tx::app::kScore)) {
-    if (s->group == "General" || s->name == "cpu-threads" || s->name == "model" ||
-        !o.has(s->name) || o.values().at(s->name) == s->default_for(tx::app::kScore))
+    const bool metrics_option = s->group == "Metrics" || s->name == "input";
+    if ((s->group == "General" && !metrics_option) || s->name == "cpu-threads" ||
+        s->name == "seed" || s->name == "model" || !o.has(s->name) ||
+        o.values().at(s->name) == s->default_for(tx::app::kScore))
       continue;
-    if (model && s->group == "Metrics")
+    if (model && metrics_option)
       throw UsageError(tx::str("--", s->name,
                                " is for metrics (BLEU/chrF): leave it out when scoring with "
                                "-m/--model, or leave out -m"));
-    if (!model && s->group != "Metrics")
+    if (!model && !metrics_option)
       throw UsageError(tx::str("--", s->name,
                                " is for model scoring: give -m/--model too, or "
                                "leave it out for metrics"));

@@ -113,7 +113,7 @@ tx::train::SmoothingOptions smoothing_options(const Options& options) {
                              "usual value is 1e-4)"));
   if (v.size() > 1) {
     const double words = number(v[1], "reference target words");
-    if (!(words >= 1 && words == std::floor(words)))
+    if (!(words >= 1 && words == std::floor(words) && words <= 1e15))
       throw UsageError(tx::str("--exponential-smoothing: reference target words ", v[1],
                                " must be a positive integer"));
     s.reference_words = static_cast<int64_t>(words);

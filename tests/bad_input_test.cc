@@ -149,6 +149,10 @@ TEST_CASE("bad input: tx-translate names the bad model, vocabulary, input or con
               {"topk 2000000000", "beyond any vocabulary", "'full'"});
   check_fails(translate(f.model_args() + " --weights 1e300" + in), p, 2,
               {"--weights: 1e300", "outside the weights"});
+  check_fails(translate(f.model_args() + " --weights 1e400" + in), p, 2,
+              {"--weights: 1e400", "outside the weights"});
+  check_fails(translate(f.model_args() + " --output-sampling full 1e400" + in), p, 2,
+              {"temperature 1e400", "(0, 1e30]"});
   check_fails(translate(f.model_args() + " --max-length-factor 1e39" + in), p, 2,
               {"--max-length-factor", "[0, 1e38]"});
   check_fails(translate(f.model_args() + " --output-sampling full --n-best 2" + in), p, 2,

@@ -201,6 +201,14 @@ TEST_CASE("options: each mistake is one UsageError naming the flag or key and th
              Contains("--alignment takes one value but is given 2"));
   CHECK_THAT(fails(tx::app::kTranslate, {"-m", "x", "--seed", "18446744073709551616"}),
              Contains("--seed") && Contains("beyond the integers"));
+  // CLI11 reads hex and octal too, and clamped them as well.
+  CHECK_THAT(fails(tx::app::kTranslate, {"-m", "x", "--seed", "0x10000000000000000"}),
+             Contains("0x10000000000000000 is beyond the integers"));
+  // A short and a long spelling are two givings, not two values of one.
+  CHECK_THAT(fails(tx::app::kTranslate, {"-m", "x", "-b", "5", "--beam-size", "6"}),
+             Contains("--beam-size is given 2 times"));
+  CHECK_THAT(fails(tx::app::kTranslate, {"-m", "x", "--alignment", "hard", "--alignment", "soft"}),
+             Contains("--alignment is given 2 times"));
   // tx-average without inputs is refused by the program, which also knows --last (average_test).
 
   const std::string missing = dir.file("missing.json");

@@ -193,11 +193,16 @@ TEST_CASE("tx-translate: one line per input line in input order, as the library 
     if (std::system("command -v script > /dev/null") != 0) {
       WARN("script(1) is missing: the terminal case is not run");
     } else {
+      // Without --quiet: the display (and the count that read the pipe) is for a terminal that
+      // shows logs.
+      const std::string shown = flags.substr(0, flags.rfind(" --quiet"));
+      REQUIRE(shown + " --quiet" == flags);
       const std::string in_terminal = "script -qec \"bash -c '" + std::string(TX_TRANSLATE_BIN) +
-                                      " " + flags + " -i <(cat " + f.dir.file("in.txt") + ") > " +
+                                      " " + shown + " -i <(cat " + f.dir.file("in.txt") + ") > " +
                                       f.dir.file("tty.out") + "'\" /dev/null";
       Run tty = run(f.dir, "", in_terminal);
       CHECK(tty.status == 0);
+      CHECK_THAT(tty.out, Contains("translated 9 lines"));  // the log reached the terminal
       CHECK(tx::test::slurp(f.dir.file("tty.out")) == r.out);
     }
   }
@@ -473,6 +478,12 @@ TEST_CASE("tx-score: model scores are the teacher-forced log-probs, in input ord
   CHECK(tokenize.status == 2);
   CHECK(tokenize.out.empty());
   CHECK_THAT(tokenize.err, Contains("--tokenize is for metrics"));
+  Run input = run(f.dir, TX_SCORE_BIN, args + " -i " + f.dir.file("tgt.txt"));
+  CHECK(input.status == 2);
+  CHECK_THAT(input.err, Contains("--input is for metrics"));
+  Run seeded = run(f.dir, TX_SCORE_BIN, args + " --seed 5 --cpu-threads 1");
+  CHECK(seeded.status == 0);  // settings a script passes every program
+  CHECK(seeded.out == r.out);
 
   SECTION("--int8: near the f32 scores, not equal to them") {
     Run r8 = run(f.dir, TX_SCORE_BIN, args + " --int8");

@@ -3,7 +3,8 @@
 #include "common/command_line.h"
 
 #include <CLI/CLI.hpp>
-#include <charconv>
+#include <cerrno>
+#include <cstdlib>
 #include <deque>
 
 namespace tx::app {
@@ -63,18 +64,18 @@ CLI::Option* add(CLI::App& app, Slot& slot) {
       return app.add_option(names, slot.integer, s.help)
           ->check(CLI::Validator(
               [](std::string& text) {
-                const size_t sign = !text.empty() && text[0] == '+' ? 1 : 0;
-                int64_t value = 0;
-                const auto [end, error] =
-                    std::from_chars(text.data() + sign, text.data() + text.size(), value);
-                (void)end;
-                return error == std::errc::result_out_of_range
+                // CLI11's own conversion (strtoll, base 0: hex and octal too), its overflow
+                // seen.
+                errno = 0;
+                char* end = nullptr;
+                std::strtoll(text.c_str(), &end, 0);
+                return errno == ERANGE
                            ? text +
                                  " is beyond the integers tx holds (-9223372036854775808 to "
                                  "9223372036854775807)"
                            : std::string();
               },
-              "INT"));
+              ""));
     case OptionType::number:
       return app.add_option(names, slot.number, s.help);
     case OptionType::text:
@@ -126,12 +127,18 @@ ParseResult parse_command_line(Program program, const std::string& description, 
     const size_t at = what.find(repeated);
     if (at != std::string::npos) {
       const std::string flag = what.substr(0, at), count = what.substr(at + repeated.size());
-      int given = 0;
+      const OptionSpec* spec = nullptr;
+      for (const Slot& slot : slots)
+        if ("--" + slot.spec->name == flag) spec = slot.spec;
+      const std::string short_flag =
+          spec && !spec->short_name.empty() ? "-" + spec->short_name : "";
+      int given = 0;  // spellings of the flag on the command line: --x, --x=v, -s, -sv
       for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
-        given += arg == flag || arg.rfind(flag + "=", 0) == 0;
+        given += arg == flag || arg.rfind(flag + "=", 0) == 0 ||
+                 (!short_flag.empty() && arg.rfind(short_flag, 0) == 0);
       }
-      if (given == 1)
+      if (spec && spec->type == OptionType::list && given == 1)
         throw UsageError(str(flag, " takes one value but is given ", count, " (run '", name,
                              " --help' for its values)"));
       throw UsageError(str(flag, " is given ", count, " times; give it once (run '", name,

@@ -2,6 +2,7 @@
 // preset, the --config file and the command line override each other.
 #include "common/options.h"
 
+#include <cerrno>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -65,13 +66,14 @@ json typed(const OptionSpec& spec, const json& v) {
 }  // namespace
 
 std::optional<double> parse_number(const std::string& text) {
-  try {
-    size_t used = 0;
-    const double x = std::stod(text, &used);
-    if (used == text.size() && std::isfinite(x)) return x;
-  } catch (const std::exception&) {  // invalid_argument, out_of_range
-  }
-  return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const double x = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || std::isnan(x)) return std::nullopt;
+  // An overflow is ±infinity, which every caller's range check names as written (stod threw:
+  // "1e400 is not a number"); a spelled "inf" is no number.
+  if (std::isinf(x) && errno != ERANGE) return std::nullopt;
+  return x;
 }
 
 const char* program_name(Program program) {

@@ -82,8 +82,9 @@ const std::vector<OptionSpec>& option_registry();
 std::vector<const OptionSpec*> options_of(Program program);
 
 // A bad flag, value, or config file: the caller's mistake, exit code 2 (see run_main).
-// The finite number `text` spells in full ("1e-4", "0.6", "100"), or nullopt: the values of
-// list options that hold numbers (--weights, --shortlist, --exponential-smoothing,
+// The number `text` spells in full ("1e-4", "0.6", "100"; one beyond double's range is
+// ±infinity, for the caller's range check), or nullopt for no number (also "nan", "inf"): the
+// values of list options that hold numbers (--weights, --shortlist, --exponential-smoothing,
 // --output-sampling) are text, and each names its own mistake.
 std::optional<double> parse_number(const std::string& text);
 

@@ -3,10 +3,7 @@
 // that every decoding step multiplies is laid out once, not copied into panels on every call.
 #include <omp.h>
 
-#include <vector>
-
 #include "core/error.h"
-#include "core/half.h"
 #include "cpu_backend.h"
 #include "fixed_order_gemm.h"
 #if TX_DNNL_PACKED_SGEMM
@@ -29,11 +26,10 @@ void CpuBackend::pack_weight_impl(PackedWeight& p) {
     // inference has the f32 kernel's fixed sums (a sentence's bits do not depend on its batch)
     // rather than oneDNN's sgemm's, which round by row count.
     const int64_t n = p.weight.dim(0), k = p.weight.dim(1);
-    std::vector<float> wide(static_cast<size_t>(n * k));
-    const auto* w = static_cast<const uint16_t*>(p.weight.raw());
-    for (size_t i = 0; i < wide.size(); ++i) wide[i] = f16_to_float(w[i]);
+    const Tensor wide = empty({n, k});
+    cast_impl(p.weight, wide);
     Tensor packed = empty({panel_floats(n, k)});
-    pack_panels(wide.data(), n, k, packed.data<float>());
+    pack_panels(wide.data<float>(), n, k, packed.data<float>());
     p.packed = packed;
     return;
   }
@@ -98,12 +94,9 @@ void CpuBackend::gemm_packed_impl(const Tensor& a, const PackedWeight& w, const 
   if (w.weight.dtype() == DType::f16) {
     // The f16 rows widened exactly: f32 sums of the f16-rounded operands, as pack_weight's
     // panels hold the weight.
-    Tensor wide = empty({m, k});
-    const auto* x = static_cast<const uint16_t*>(a.raw());
-    float* y = wide.data<float>();
-#pragma omp parallel for if (m * k > (1 << 16))
-    for (int64_t i = 0; i < m * k; ++i) y[i] = f16_to_float(x[i]);
-    fixed_order_gemm(y, m, k, w.packed.data<float>(), n, c.data<float>(), b, act);
+    const Tensor wide = empty({m, k});
+    cast_impl(a.view({m, k}), wide);
+    fixed_order_gemm(wide.data<float>(), m, k, w.packed.data<float>(), n, c.data<float>(), b, act);
     return;
   }
   if (w.weight.dtype() == DType::bf16) {

@@ -49,6 +49,9 @@ class TextInput::Buffer : public std::streambuf {
       std::memmove(in_.data(), in_.data() + begin_, pending());
       end_ -= begin_;
       begin_ = 0;
+      // Full of unread bytes (zlib always takes some, so never seen): room, not a read of 0
+      // bytes that would pass for the end.
+      if (end_ == in_.size()) in_.resize(2 * in_.size());
     }
     for (;;) {
       const ssize_t n = ::read(fd_, in_.data() + end_, in_.size() - end_);
@@ -90,7 +93,6 @@ class TextInput::Buffer : public std::streambuf {
   // member may follow (`cat a.gz b.gz`, as gzip -d reads); other bytes there are ignored, as
   // zlib's gzread and gzip -d do (tape padding).
   size_t inflate_some() {
-    bool stalled = false;  // the last inflate took nothing and gave nothing: it needs more
     for (;;) {
       if (member_done_) {
         while (pending() < 2 && read_more()) {
@@ -100,8 +102,8 @@ class TextInput::Buffer : public std::streambuf {
         inflateReset(&z_);
         member_done_ = false;
       }
-      if ((pending() == 0 || stalled) && !read_more()) fail("unexpected end of file");
-      const size_t before = pending();
+      // Inflated first with what is here, none included: zlib may hold output that the last
+      // call had no room for, and a read() now could wait on a pipe for nothing.
       z_.next_in = reinterpret_cast<Bytef*>(in_.data() + begin_);
       z_.avail_in = static_cast<uInt>(pending());
       z_.next_out = reinterpret_cast<Bytef*>(out_.data());
@@ -110,15 +112,15 @@ class TextInput::Buffer : public std::streambuf {
       begin_ = end_ - z_.avail_in;
       if (code == Z_STREAM_END) {
         member_done_ = true;
-      } else if (code != Z_OK && code != Z_BUF_ERROR) {
+      } else if (code != Z_OK && code != Z_BUF_ERROR) {  // Z_BUF_ERROR: no progress, needs input
         fail(z_.msg ? z_.msg : code == Z_MEM_ERROR ? "out of memory" : "invalid data");
       }
       const size_t n = out_.size() - z_.avail_out;
-      stalled = n == 0 && pending() == before && !member_done_;
       if (n > 0) {
         setg(out_.data(), out_.data(), out_.data() + n);
         return n;
       }
+      if (!member_done_ && !read_more()) fail("unexpected end of file");
     }
   }
 

@@ -89,7 +89,7 @@ bool InferenceBatcher::next(SourceBatch& batch) {
         if (tab != std::string::npos) line.resize(tab);
         // A prefix beyond the positions cannot be forced whole either (the search would cut
         // it there): cropped here, so that the log counts it.
-        cropped = crop_source(prefixes.back(), options_.max_source_tokens);
+        cropped = crop_source(prefixes.back(), options_.max_prefix_tokens);
       }
       lines.push_back(vocab_.encode(line));  // LineReader has checked the UTF-8
       cropped = crop_source(lines.back(), options_.max_source_tokens) || cropped;

@@ -36,6 +36,9 @@ struct InferenceBatcherOptions {
   // --force-decode: a tab ends a line's source, and what follows, encoded with this (target)
   // vocabulary, is its translation's prefix (SourceBatch::prefixes). Null: a tab is text.
   const Vocab* prefix_vocab = nullptr;
+  // Prefix tokens a line keeps at most (0: no limit): the Translator sets it to the model's
+  // positions, beyond which the search could not force them.
+  int64_t max_prefix_tokens = 0;
 };
 
 // Crops `ids` to `max_tokens` (0: no limit); returns whether it did.
@@ -59,7 +62,7 @@ class InferenceBatcher {
 
   // Lines read so far; at the end, the number of output lines due.
   int64_t lines_read() const { return reader_.line_number(); }
-  // Lines whose source (or --force-decode prefix) was cropped to max_source_tokens so far, and
+  // Lines whose source (or --force-decode prefix) was cropped so far, and
   // the 1-based number of the first.
   int64_t lines_cropped() const { return lines_cropped_; }
   int64_t first_cropped_line() const { return first_cropped_line_; }

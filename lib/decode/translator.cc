@@ -151,6 +151,9 @@ Translator::Translator(Backend& be, std::vector<const nn::Transformer*> models,
   const int64_t fits = max_length - 1;
   if (options_.batching.max_source_tokens <= 0 || options_.batching.max_source_tokens > fits)
     options_.batching.max_source_tokens = fits;
+  // A --force-decode prefix: positions 0 .. max_length - 2 hold the target tokens the search
+  // steps through (beam_search.cc crops to the same).
+  options_.batching.max_prefix_tokens = fits;
   if (models.size() > 1 && options_.search.scores) empty_.model_log_probs.assign(models.size(), 0);
   // marian-decoder decodes an empty line as eos alone and aligns the two eos: ` ||| 0-0`.
   if (options_.search.alignment) empty_.alignment = {{1.0f}};
