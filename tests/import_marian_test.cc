@@ -723,6 +723,15 @@ TEST_CASE("imported models: a user's mistakes are one line naming the problem an
   std::filesystem::remove(dir.file("inf/model.safetensors"));
   tx::io::write_safetensors(dir.file("inf/model.safetensors"), weights);
   fails("-m " + dir.file("inf"), "tensor '" + fc1 + "' holds inf at element 7");
+  // The same weight stored [in, out]: as many elements, and garbage if read as [out, in].
+  values[7] = 0.5f;
+  const tx::Shape transposed{t->shape[1], t->shape[0]};
+  const std::string expected = t->shape.str();
+  *t = tx::io::NamedTensor::from_floats(fc1, t->dtype, transposed, values);
+  std::filesystem::remove(dir.file("inf/model.safetensors"));
+  tx::io::write_safetensors(dir.file("inf/model.safetensors"), weights);
+  fails("-m " + dir.file("inf"),
+        "tensor '" + fc1 + "' is " + transposed.str() + ", " + expected + " expected");
   // A decoder.yml naming a vocabulary that is gone (and -v, which overrides it, still works).
   std::filesystem::create_directories(dir.file("moved"));
   std::filesystem::copy_file(fixture("post-relu-tiedall/model.npz"), dir.file("moved/model.npz"));

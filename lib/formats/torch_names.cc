@@ -12,8 +12,12 @@ void Mapper::take(const std::string& from, const std::string& to, const Shape& s
   const io::NamedTensor* t = file_.find(from);
   TX_CHECK(t, where_, " has no tensor '", from, "' (", shape.str(),
            "); the file is incomplete or not ", what_);
-  TX_CHECK(t->shape.numel() == shape.numel() && t->dtype != DType::i32, where_, ": tensor '", from,
-           "' is ", t->shape.str(), ", ", shape.str(), " expected from the model's configuration");
+  // The shape itself, not only the element count: a transposed [in, out] weight has the count
+  // and translates to garbage. Leading 1s aside (final_logits_bias is [1, vocab]).
+  std::vector<int64_t> dims = t->shape.dims();
+  while (dims.size() > shape.dims().size() && dims.front() == 1) dims.erase(dims.begin());
+  TX_CHECK(dims == shape.dims() && t->dtype != DType::i32, where_, ": tensor '", from, "' is ",
+           t->shape.str(), ", ", shape.str(), " expected from the model's configuration");
   used_.insert(from);
   const std::vector<float> values = t->to_floats();
   check_finite(values.data(), static_cast<int64_t>(values.size()), where_,
