@@ -882,3 +882,28 @@ TEST_CASE("Marian models: tx-score's sentence scores equal Marian's scorer", "[i
     }
   }
 }
+
+// A Hugging Face directory is read through its files, and model.safetensors is its weights:
+// neither tx-average's output nor a fine-tuning run's model directory may replace them.
+TEST_CASE("Hugging Face model directory: tx-average and tx-train never write over its files",
+          "[import]") {
+  TempDir dir;
+  const std::string hf = dir.file("hf");
+  std::filesystem::copy(fixture("opus-mt/hf"), hf);
+  const std::string weights = slurp(hf + "/model.safetensors");
+  Run average = run_program(dir, TX_AVERAGE_BIN, "-o " + hf + "/model.safetensors " + hf);
+  CHECK(average.status == 1);
+  CHECK_THAT(average.err, Catch::Contains("is a file of the input model directory"));
+  // Beside its files, a new one is fine.
+  Run beside = run_program(dir, TX_AVERAGE_BIN, "-o " + hf + "/averaged.safetensors " + hf);
+  CHECK(beside.status == 0);
+  write_file(dir.file("tr.en"), "a small house\nthe green tree\n");
+  write_file(dir.file("tr.de"), "ein kleines Haus\nder grüne Baum\n");
+  Run train = run_program(dir, TX_TRAIN_BIN,
+                          "--pretrained-model " + hf + " -m " + hf + "/ --train-sets " +
+                              dir.file("tr.en") + " " + dir.file("tr.de") +
+                              " --after-updates 1 --quiet");
+  CHECK(train.status == 1);
+  CHECK_THAT(train.err, Catch::Contains("would write its model.safetensors over the pretrained"));
+  CHECK(slurp(hf + "/model.safetensors") == weights);
+}

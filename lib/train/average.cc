@@ -166,9 +166,19 @@ AverageSummary average_imported(const std::vector<std::string>& inputs, const st
 AverageSummary average_checkpoints(const std::vector<std::string>& inputs,
                                    const std::string& output) {
   TX_CHECK(!inputs.empty(), "no checkpoints to average; name one or more input files");
-  for (const std::string& in : inputs)
+  for (const std::string& in : inputs) {
     TX_CHECK(!same_file(in, output), "the output '", output, "' is the input '", in,
              "'; write the average to a new file");
+    // A model directory (Hugging Face, fairseq) is read through its files: the output may not
+    // replace one of them (model.safetensors is its weights).
+    TX_CHECK(!fs::is_directory(in) || !fs::exists(output) ||
+                 !same_file(fs::path(output).parent_path().empty()
+                                ? std::string(".")
+                                : fs::path(output).parent_path().string(),
+                            in),
+             "the output '", output, "' is a file of the input model directory '", in,
+             "'; write the average to a new file outside it");
+  }
   if (formats::format_of(inputs.front()) != formats::Format::tx)
     return average_imported(inputs, output);
   // (A directory is no tx file: the reader below names it as one.)

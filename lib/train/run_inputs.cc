@@ -140,6 +140,14 @@ void check_run_options(const TrainerOptions& o) {
            "--disp-freq, --save-freq and --valid-freq must be 1 or more");
   check_options_before_data(o);
   std::error_code ec;
+  // A Hugging Face or fairseq directory holds its weights as model.safetensors, the file the
+  // run writes: fine-tuning into it would overwrite the pretrained model.
+  TX_CHECK(o.pretrained_model.empty() || !fs::is_directory(o.pretrained_model) ||
+               !fs::equivalent(o.pretrained_model, o.model_dir, ec),
+           "--pretrained-model '", o.pretrained_model, "' is the model directory --model '",
+           o.model_dir,
+           "': the run would write its model.safetensors over the pretrained weights; give "
+           "--model a directory of its own");
   fs::create_directories(o.model_dir, ec);
   TX_CHECK(fs::is_directory(o.model_dir), "cannot create the model directory '", o.model_dir, "'",
            ec ? ": " + ec.message() : std::string(), "; check the path and permissions");
