@@ -899,11 +899,19 @@ TEST_CASE("Hugging Face model directory: tx-average and tx-train never write ove
   CHECK(beside.status == 0);
   write_file(dir.file("tr.en"), "a small house\nthe green tree\n");
   write_file(dir.file("tr.de"), "ein kleines Haus\nder grüne Baum\n");
-  Run train = run_program(dir, TX_TRAIN_BIN,
-                          "--pretrained-model " + hf + " -m " + hf + "/ --train-sets " +
-                              dir.file("tr.en") + " " + dir.file("tr.de") +
-                              " --after-updates 1 --quiet");
+  Run train =
+      run_program(dir, TX_TRAIN_BIN,
+                  "--pretrained-model " + hf + " -m " + hf + "/ --train-sets " + dir.file("tr.en") +
+                      " " + dir.file("tr.de") + " --after-updates 1 --quiet");
   CHECK(train.status == 1);
   CHECK_THAT(train.err, Catch::Contains("would write its model.safetensors over the pretrained"));
   CHECK(slurp(hf + "/model.safetensors") == weights);
+  // Its vocabularies are its own files: a -v beside it (here one that does not exist) was
+  // silently ignored.
+  Run vocabs = run_program(dir, TX_TRAIN_BIN,
+                           "--pretrained-model " + hf + " -m " + dir.file("run") + " -v " +
+                               dir.file("missing.spm") + " --train-sets " + dir.file("tr.en") +
+                               " " + dir.file("tr.de") + " --after-updates 1 --quiet");
+  CHECK(vocabs.status == 1);
+  CHECK_THAT(vocabs.err, Catch::Contains("brings its own vocabularies; leave --vocabs out"));
 }

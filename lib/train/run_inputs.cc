@@ -198,6 +198,13 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
     if (!read_pretrained && !quiet)
       log("resuming: the weights are the checkpoint's; --pretrained-model ", o.pretrained_model,
           " is not read");
+    // As tx-translate: a Hugging Face or fairseq model's vocabularies are its own files; a -v
+    // beside it was silently ignored, even a missing file or one of another size.
+    const bool brings_own = pretrained.vocabs.kind == formats::VocabKind::pieces ||
+                            pretrained.vocabs.kind == formats::VocabKind::fairseq;
+    TX_CHECK(!brings_own || o.src_vocab.empty(), "--vocabs: the ",
+             pretrained.vocabs.kind == formats::VocabKind::pieces ? "Hugging Face" : "fairseq",
+             " model '", o.pretrained_model, "' brings its own vocabularies; leave --vocabs out");
     if (pretrained.vocabs.kind == formats::VocabKind::marian && !o.src_vocab.empty())
       pretrained.vocabs.paths = {o.src_vocab, o.tgt_vocab};
     if (pretrained.vocabs.kind != formats::VocabKind::tx) {
