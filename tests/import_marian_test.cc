@@ -743,6 +743,19 @@ TEST_CASE("imported models: a user's mistakes are one line naming the problem an
       dir, TX_TRANSLATE_BIN,
       "-m " + dir.file("moved/model.npz") + " -v " + spm + " --quiet < " + dir.file("in.txt"));
   CHECK(given.status == 0);
+  // The folder's decoder.yml lists model.npz: another model beside it does not take its
+  // vocabularies (of the same size, they could be other pieces: garbage, exit 0).
+  std::filesystem::create_directories(dir.file("folder"));
+  std::filesystem::copy_file(fixture("post-relu-tiedall/model.npz"), dir.file("folder/model.npz"));
+  std::filesystem::copy_file(fixture("post-relu-tiedall/model.npz"), dir.file("folder/other.npz"));
+  write_file(dir.file("folder/decoder.yml"),
+             "models:\n  - model.npz\nvocabs:\n  - " + spm + "\n  - " + spm + "\n");
+  fails("-m " + dir.file("folder/other.npz"), "give the vocabularies");
+  Run listed =
+      run_program(dir, TX_TRANSLATE_BIN,
+                  "-m " + dir.file("folder/model.npz") + " --quiet < " + dir.file("in.txt"));
+  CHECK(listed.status == 0);
+  CHECK(listed.out == given.out);
   // A Hugging Face model's weights given without their directory: the directory is the fix.
   fails("-m " + hf + "/model.safetensors", "give its directory, '" + hf + "', instead");
   // A directory that is no model at all.

@@ -273,11 +273,22 @@ std::string dirname_of(const std::string& path) {
 std::vector<std::string> vocabs_beside(const std::string& path) {
   std::string decoder_yml = path + ".decoder.yml";
   struct stat st;
-  if (::stat(decoder_yml.c_str(), &st) != 0) decoder_yml = dirname_of(path) + "/decoder.yml";
+  const bool own = ::stat(decoder_yml.c_str(), &st) == 0;
+  if (!own) decoder_yml = dirname_of(path) + "/decoder.yml";
   if (::stat(decoder_yml.c_str(), &st) != 0) return {};
   std::vector<std::string> vocabs;
   try {
     const YAML::Node yml = YAML::LoadFile(decoder_yml);
+    // The folder's decoder.yml is another model's when its models: list does not name this
+    // file (by its name: marian writes the list relative or absolute): its vocabularies could
+    // be of the same size and other pieces, and translate to garbage.
+    if (!own && yml["models"]) {
+      auto name_of = [](const std::string& p) { return p.substr(p.find_last_of('/') + 1); };
+      bool listed = false;
+      for (const auto& m : yml["models"])
+        listed = listed || name_of(m.as<std::string>()) == name_of(path);
+      if (!listed) return {};
+    }
     for (const auto& v : yml["vocabs"]) {
       std::string p = v.as<std::string>();
       if (!p.empty() && p[0] != '/') {
