@@ -6,6 +6,7 @@
 #include <zip.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -756,6 +757,22 @@ TEST_CASE("imported models: a user's mistakes are one line naming the problem an
                   "-m " + dir.file("folder/model.npz") + " --quiet < " + dir.file("in.txt"));
   CHECK(listed.status == 0);
   CHECK(listed.out == given.out);
+  // config.json values tx would misread: an integer it cannot hold (nlohmann's get wrapped
+  // 4294967298 layers to 2), a fraction (32.7 read as 32), a pre-norm MarianMTModel (which
+  // transformers does not have).
+  for (const auto& [from, to, message] : std::vector<std::array<std::string, 3>>{
+           {"\"encoder_layers\": 2", "\"encoder_layers\": 4294967298", "'encoder_layers'"},
+           {"\"d_model\": 32", "\"d_model\": 32.7", "'d_model' has an unexpected value 32.7"},
+           {"\"d_model\": 32", "\"normalize_before\": true, \"d_model\": 32",
+            "normalize_before is true"}}) {
+    const std::string bad = dir.file("config-" + std::to_string(std::hash<std::string>{}(to)));
+    std::filesystem::copy(hf, bad);
+    std::string config = slurp(bad + "/config.json");
+    const size_t at = config.find(from);
+    REQUIRE(at != std::string::npos);
+    write_file(bad + "/config.json", config.replace(at, from.size(), to));
+    fails("-m " + bad, message);
+  }
   // A Hugging Face model's weights given without their directory: the directory is the fix.
   fails("-m " + hf + "/model.safetensors", "give its directory, '" + hf + "', instead");
   // A directory that is no model at all.

@@ -39,8 +39,13 @@ io::ModelConfig config_from_json(const json& j, const std::string& where) {
   c.label_smoothing = 0.1f;
   c.max_length = field<int64_t>(j, "max_position_embeddings", 512, where);
   c.embed_scale = field<bool>(j, "scale_embedding", false, where);
-  c.pre_norm = field<bool>(j, "normalize_before", false, where);
-  c.final_norm = c.pre_norm;
+  // transformers' MarianMTModel is post-norm whatever its config says (modeling_marian.py has
+  // no final layer norms to map): a normalize_before of true describes another model.
+  TX_CHECK(!field<bool>(j, "normalize_before", false, where), where,
+           ": normalize_before is true, but transformers' MarianMTModel is post-norm (it has no "
+           "final layer norms); tx reads MarianMTModel directories as transformers runs them");
+  c.pre_norm = false;
+  c.final_norm = false;
   c.positions = io::Positions::halves_hf;
   c.norm_eps = 1e-5f;    // torch.nn.LayerNorm's default
   c.output_bias = true;  // final_logits_bias

@@ -4,8 +4,11 @@
 
 #include <sys/stat.h>
 
+#include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <type_traits>
 
 #include "core/error.h"
 
@@ -21,11 +24,24 @@ inline bool exists(const std::string& path) {
 template <typename T>
 T field(const nlohmann::json& j, const char* key, T fallback, const std::string& where) {
   if (!j.contains(key) || j.at(key).is_null()) return fallback;
+  const nlohmann::json& v = j.at(key);
+  auto unexpected = [&] {
+    return Error(
+        str(where, ": '", key, "' has an unexpected value ", v.dump(), "; the file is damaged"));
+  };
+  // An integer field takes an integer it can hold: nlohmann's get would truncate 32.7 to 32
+  // and wrap 4294967298 to 2.
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (!v.is_number_integer()) throw unexpected();
+    if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(std::numeric_limits<T>::max())
+                               : v.get<int64_t>() < int64_t(std::numeric_limits<T>::min()) ||
+                                     v.get<int64_t>() > int64_t(std::numeric_limits<T>::max()))
+      throw unexpected();
+  }
   try {
-    return j.at(key).get<T>();
+    return v.get<T>();
   } catch (const nlohmann::json::exception&) {
-    throw Error(str(where, ": '", key, "' has an unexpected value ", j.at(key).dump(),
-                    "; the file is damaged"));
+    throw unexpected();
   }
 }
 
