@@ -696,6 +696,10 @@ TEST_CASE("imported models: a user's mistakes are one line naming the problem an
   const std::string spm = fixture("post-relu-tiedall/vocab.spm");
   fails("-m " + dir.file("damaged.npz") + " -v " + spm + " " + spm,
         "'decoder_l2_ffn_W1.npy' is damaged (CRC error: its data does not match its checksum)");
+  // Cut short (a copy that stopped): its zip directory, at the end, is gone.
+  write_file(dir.file("cut.npz"), npz.substr(0, npz.size() / 2));
+  fails("-m " + dir.file("cut.npz") + " -v " + spm + " " + spm,
+        "is damaged or cut short: it starts as a zip archive");
   // A NaN in a weight Marian stores transposed, and an infinity in one of a Hugging Face
   // model: named as the file names them, at the file's element.
   std::vector<tx::formats::NpyArray> arrays =

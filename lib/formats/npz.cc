@@ -2,6 +2,7 @@
 
 #include <zip.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -196,7 +197,15 @@ std::vector<NpyArray> read_archive(zip_t* archive, size_t archive_bytes, const s
   return arrays;
 }
 
-[[noreturn]] void not_a_zip(const std::string& where, const std::string& why) {
+// `head`: the file's first bytes. A zip's directory is at its end, so a file cut short (a copy
+// or a download that stopped) starts as a zip and is not one to libzip.
+[[noreturn]] void not_a_zip(const std::string& where, const std::string& why,
+                            const std::string& head) {
+  if (head.compare(0, 4, std::string("PK\x03\x04", 4)) == 0)
+    throw Error(str(where,
+                    " is damaged or cut short: it starts as a zip archive but its "
+                    "directory at the end is missing or broken (",
+                    why, "); copy or download the model again"));
   throw Error(str(where, " is not a zip archive (", why,
                   "); a Marian model is a .npz file as marian writes it"));
 }
@@ -208,6 +217,10 @@ std::vector<NpyArray> read_npz(const std::string& path) {
   TX_CHECK(in, "cannot open model '", path, "': no such file; give the path of a model.npz");
   const std::streamoff size = in.tellg();
   TX_CHECK(size >= 0, "cannot read model '", path, "'; give the path of a model.npz file");
+  std::string head(4, '\0');
+  in.seekg(0);
+  in.read(head.data(), 4);
+  head.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
   in.close();
   // libzip reads each entry from the file: holding the whole file as well would be one more copy
   // of the model at the peak of loading.
@@ -219,7 +232,7 @@ std::vector<NpyArray> read_npz(const std::string& path) {
     zip_error_init_with_code(&error, code);
     const std::string why = zip_error_strerror(&error);
     zip_error_fini(&error);
-    not_a_zip(where, why);
+    not_a_zip(where, why, head);
   }
   return read_archive(archive, static_cast<size_t>(size), where);
 }
@@ -234,7 +247,8 @@ std::vector<NpyArray> read_npz_bytes(const std::vector<uint8_t>& bytes, const st
     zip_source_free(source);
     const std::string why = zip_error_strerror(&error);
     zip_error_fini(&error);
-    not_a_zip(where, why);
+    not_a_zip(where, why,
+              std::string(bytes.begin(), bytes.begin() + std::min<size_t>(bytes.size(), 4)));
   }
   zip_error_fini(&error);
   return read_archive(archive, bytes.size(), where);
