@@ -761,6 +761,13 @@ TEST_CASE("imported models: a user's mistakes are one line naming the problem an
                   "-m " + dir.file("folder/model.npz") + " --quiet < " + dir.file("in.txt"));
   CHECK(listed.status == 0);
   CHECK(listed.out == given.out);
+  // Listed as the same file under another name (OPUS-MT folders link model.npz to theirs).
+  std::filesystem::create_symlink("model.npz", dir.file("folder/link.npz"));
+  Run linked =
+      run_program(dir, TX_TRANSLATE_BIN,
+                  "-m " + dir.file("folder/link.npz") + " --quiet < " + dir.file("in.txt"));
+  CHECK(linked.status == 0);
+  CHECK(linked.out == given.out);
   // config.json values tx would misread: an integer it cannot hold (nlohmann's get wrapped
   // 4294967298 layers to 2), a fraction (32.7 read as 32), a pre-norm MarianMTModel (which
   // transformers does not have).
@@ -927,10 +934,14 @@ TEST_CASE("Hugging Face model directory: tx-average and tx-train never write ove
   const std::string weights = slurp(hf + "/model.safetensors");
   Run average = run_program(dir, TX_AVERAGE_BIN, "-o " + hf + "/model.safetensors " + hf);
   CHECK(average.status == 1);
-  CHECK_THAT(average.err, Catch::Contains("is a file of the input model directory"));
-  // Beside its files, a new one is fine.
-  Run beside = run_program(dir, TX_AVERAGE_BIN, "-o " + hf + "/averaged.safetensors " + hf);
-  CHECK(beside.status == 0);
+  CHECK_THAT(average.err, Catch::Contains("is a file the input model directory"));
+  Run config = run_program(dir, TX_AVERAGE_BIN, "-o " + hf + "/config.json " + hf);
+  CHECK(config.status == 1);
+  // Beside its files, another one is fine, and so is the same command again.
+  for (int run = 0; run < 2; ++run) {
+    Run beside = run_program(dir, TX_AVERAGE_BIN, "-o " + hf + "/averaged.safetensors " + hf);
+    CHECK(beside.status == 0);
+  }
   write_file(dir.file("tr.en"), "a small house\nthe green tree\n");
   write_file(dir.file("tr.de"), "ein kleines Haus\nder grüne Baum\n");
   Run train =
@@ -947,5 +958,5 @@ TEST_CASE("Hugging Face model directory: tx-average and tx-train never write ove
                                dir.file("missing.spm") + " --train-sets " + dir.file("tr.en") +
                                " " + dir.file("tr.de") + " --after-updates 1 --quiet");
   CHECK(vocabs.status == 1);
-  CHECK_THAT(vocabs.err, Catch::Contains("brings its own vocabularies; leave --vocabs out"));
+  CHECK_THAT(vocabs.err, Catch::Contains("comes with its own Hugging Face vocabularies"));
 }

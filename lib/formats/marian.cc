@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -284,9 +285,18 @@ std::vector<std::string> vocabs_beside(const std::string& path) {
     // be of the same size and other pieces, and translate to garbage.
     if (!own && yml["models"]) {
       auto name_of = [](const std::string& p) { return p.substr(p.find_last_of('/') + 1); };
-      bool listed = false;
-      for (const auto& m : yml["models"])
-        listed = listed || name_of(m.as<std::string>()) == name_of(path);
+      // Listed by its name, or as the same file (model.npz a link to opus.model1.npz).
+      auto lists = [&](const std::string& entry) {
+        if (name_of(entry) == name_of(path)) return true;
+        const std::string file =
+            !entry.empty() && entry[0] == '/' ? entry : dirname_of(path) + "/" + entry;
+        std::error_code ec;
+        return std::filesystem::equivalent(file, path, ec);
+      };
+      const YAML::Node models = yml["models"];
+      bool listed = models.IsScalar() && lists(models.as<std::string>());
+      if (models.IsSequence())
+        for (const auto& m : models) listed = listed || lists(m.as<std::string>());
       if (!listed) return {};
     }
     for (const auto& v : yml["vocabs"]) {

@@ -170,14 +170,23 @@ AverageSummary average_checkpoints(const std::vector<std::string>& inputs,
     TX_CHECK(!same_file(in, output), "the output '", output, "' is the input '", in,
              "'; write the average to a new file");
     // A model directory (Hugging Face, fairseq) is read through its files: the output may not
-    // replace one of them (model.safetensors is its weights).
-    TX_CHECK(!fs::is_directory(in) || !fs::exists(output) ||
-                 !same_file(fs::path(output).parent_path().empty()
-                                ? std::string(".")
-                                : fs::path(output).parent_path().string(),
-                            in),
-             "the output '", output, "' is a file of the input model directory '", in,
-             "'; write the average to a new file outside it");
+    // replace one of them (model.safetensors is its weights; the .json files its config and
+    // vocabulary, the .spm and dict .txt files its pieces). Another file beside them may.
+    const fs::path out(output);
+    const std::string name = out.filename().string();
+    auto ends_with = [&](const std::string& tail) {
+      return name.size() >= tail.size() &&
+             name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+    };
+    const bool read_by_model = name == "model.safetensors" ||
+                               (fs::exists(out) && (ends_with(".json") || ends_with(".spm") ||
+                                                    ends_with(".txt") || ends_with(".bin")));
+    TX_CHECK(!fs::is_directory(in) || !read_by_model ||
+                 !same_file(
+                     out.parent_path().empty() ? std::string(".") : out.parent_path().string(), in),
+             "the output '", output, "' is a file the input model directory '", in,
+             "' is read from (its weights, config or vocabularies); write the average to "
+             "another name");
   }
   if (formats::format_of(inputs.front()) != formats::Format::tx)
     return average_imported(inputs, output);

@@ -202,9 +202,13 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
     // beside it was silently ignored, even a missing file or one of another size.
     const bool brings_own = pretrained.vocabs.kind == formats::VocabKind::pieces ||
                             pretrained.vocabs.kind == formats::VocabKind::fairseq;
-    TX_CHECK(!brings_own || o.src_vocab.empty(), "--vocabs: the ",
-             pretrained.vocabs.kind == formats::VocabKind::pieces ? "Hugging Face" : "fairseq",
-             " model '", o.pretrained_model, "' brings its own vocabularies; leave --vocabs out");
+    // (A tx model fine-tuned from one names them too: the kind is what its metadata records.)
+    TX_CHECK(!brings_own || o.src_vocab.empty(), "--vocabs: the model '", o.pretrained_model,
+             "' comes with its own ",
+             pretrained.vocabs.kind == formats::VocabKind::pieces
+                 ? "Hugging Face vocabularies (source.spm, target.spm, vocab.json)"
+                 : "fairseq vocabularies (its dict.LANG.txt files)",
+             ", which it names; leave --vocabs out");
     if (pretrained.vocabs.kind == formats::VocabKind::marian && !o.src_vocab.empty())
       pretrained.vocabs.paths = {o.src_vocab, o.tgt_vocab};
     if (pretrained.vocabs.kind != formats::VocabKind::tx) {
