@@ -218,6 +218,30 @@ TEST_CASE(
   be = tx::create_backend("cpu");  // back to the default count the other cases run with
 }
 
+namespace {
+
+// Every run of `a`'s rows (each remainder of the kernel's row blocks, the thread split and the
+// pass of 192 rows, each starting at another row), and all of them on a one-thread backend,
+// give `want`'s rows bit for bit.
+void check_rows_anywhere(tx::Backend& be, tx::Backend& single, const Tensor& a,
+                         const tx::Backend::PackedWeight& packed, int64_t n,
+                         const std::vector<float>& want) {
+  const int64_t rows = a.dim(0);
+  for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 11, 13, 37, 160, 193, 200}) {
+    const int64_t first = (m * 7) % (rows - m + 1);
+    Tensor c = be.empty({m, n});
+    be.gemm_packed(a.slice(first, first + m), packed, c);
+    const std::vector<float> got = fetch(be, c);
+    INFO("n " << n << " k " << a.dim(1) << " rows " << first << ".." << first + m);
+    CHECK(std::equal(got.begin(), got.end(), want.begin() + first * n));
+  }
+  Tensor c1 = single.empty({rows, n});
+  single.gemm_packed(a, packed, c1);
+  CHECK(fetch(single, c1) == want);
+}
+
+}  // namespace
+
 // No CPU GEMM takes f16, and oneDNN's sgemm on the widened values rounds by row count: the
 // weight is widened into the f32 panels instead, so --precision fp16's translations do not
 // depend on the batch either.
@@ -242,17 +266,7 @@ TEST_CASE(
       }
     const tx::Backend::PackedWeight packed = be->pack_weight(w_low);
     REQUIRE(packed.packed.defined());
-    for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 11, 13, 37, 160, 193, 200}) {
-      const int64_t first = (m * 7) % (rows - m + 1);
-      Tensor c = be->empty({m, n});
-      be->gemm_packed(a_low.slice(first, first + m), packed, c);
-      const std::vector<float> got = fetch(*be, c);
-      INFO("n " << n << " k " << k << " rows " << first << ".." << first + m);
-      CHECK(std::equal(got.begin(), got.end(), chain.begin() + first * n));
-    }
-    Tensor c1 = single->empty({rows, n});
-    single->gemm_packed(a_low, packed, c1);
-    CHECK(fetch(*single, c1) == chain);
+    check_rows_anywhere(*be, *single, a_low, packed, n, chain);
   }
 }
 
@@ -280,17 +294,7 @@ TEST_CASE(
     std::vector<double> want, tol;
     reference(a, w, rows, n, k, gemm_tolerance(*be, k), want, tol);
     TX_REQUIRE_OK(compare_tol(full, want, tol));
-    for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 11, 13, 37, 160, 193}) {
-      const int64_t first = (m * 7) % (rows - m + 1);
-      Tensor c = be->empty({m, n});
-      be->gemm_packed(a_low.slice(first, first + m), packed, c);
-      const std::vector<float> got = fetch(*be, c);
-      INFO("n " << n << " k " << k << " rows " << first << ".." << first + m);
-      CHECK(std::equal(got.begin(), got.end(), full.begin() + first * n));
-    }
-    Tensor c1 = single->empty({rows, n});
-    single->gemm_packed(a_low, packed, c1);
-    CHECK(fetch(*single, c1) == full);
+    check_rows_anywhere(*be, *single, a_low, packed, n, full);
   }
 }
 
