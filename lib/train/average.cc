@@ -166,25 +166,21 @@ AverageSummary average_imported(const std::vector<std::string>& inputs, const st
 AverageSummary average_checkpoints(const std::vector<std::string>& inputs,
                                    const std::string& output) {
   TX_CHECK(!inputs.empty(), "no checkpoints to average; name one or more input files");
+  // A model directory (Hugging Face, fairseq) is read through its files: the output may not
+  // replace one of them (model.safetensors is its weights; the .json files its config and
+  // vocabulary, the .spm and dict .txt files its pieces). Another file beside them may.
+  const fs::path out_path(output);
+  const std::string ext = out_path.extension().string();
+  const bool read_by_model =
+      out_path.filename() == "model.safetensors" ||
+      (fs::exists(out_path) && (ext == ".json" || ext == ".spm" || ext == ".txt" || ext == ".bin"));
+  const std::string out_dir =
+      out_path.parent_path().empty() ? "." : out_path.parent_path().string();
   for (const std::string& in : inputs) {
     TX_CHECK(!same_file(in, output), "the output '", output, "' is the input '", in,
              "'; write the average to a new file");
-    // A model directory (Hugging Face, fairseq) is read through its files: the output may not
-    // replace one of them (model.safetensors is its weights; the .json files its config and
-    // vocabulary, the .spm and dict .txt files its pieces). Another file beside them may.
-    const fs::path out(output);
-    const std::string name = out.filename().string();
-    auto ends_with = [&](const std::string& tail) {
-      return name.size() >= tail.size() &&
-             name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
-    };
-    const bool read_by_model = name == "model.safetensors" ||
-                               (fs::exists(out) && (ends_with(".json") || ends_with(".spm") ||
-                                                    ends_with(".txt") || ends_with(".bin")));
-    TX_CHECK(!fs::is_directory(in) || !read_by_model ||
-                 !same_file(
-                     out.parent_path().empty() ? std::string(".") : out.parent_path().string(), in),
-             "the output '", output, "' is a file the input model directory '", in,
+    TX_CHECK(!read_by_model || !fs::is_directory(in) || !same_file(out_dir, in), "the output '",
+             output, "' is a file the input model directory '", in,
              "' is read from (its weights, config or vocabularies); write the average to "
              "another name");
   }

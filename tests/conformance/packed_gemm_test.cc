@@ -60,6 +60,20 @@ std::unique_ptr<tx::Backend> cpu_backend(int threads) {
   return tx::create_backend("cpu", options);
 }
 
+// c = a w^T with every output one f32 FMA chain over k in order: what the fixed-order kernel
+// must give bit for bit.
+std::vector<float> fma_chain(const std::vector<float>& a, const std::vector<float>& w, int64_t rows,
+                             int64_t n, int64_t k) {
+  std::vector<float> c(static_cast<size_t>(rows * n));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float s = 0.0f;
+      for (int64_t q = 0; q < k; ++q) s = std::fma(a[i * k + q], w[j * k + q], s);
+      c[i * n + j] = s;
+    }
+  return c;
+}
+
 }  // namespace
 
 TEMPLATE_TEST_CASE(
@@ -178,13 +192,7 @@ TEST_CASE(
   for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{1000, 256}, {77, 600}, {32, 2048}}) {
     const int64_t rows = 200;
     const std::vector<float> w = random_vector(n * k, 600 + n), a = random_vector(rows * k, 601);
-    std::vector<float> chain(static_cast<size_t>(rows * n));
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        float s = 0.0f;
-        for (int64_t q = 0; q < k; ++q) s = std::fma(a[i * k + q], w[j * k + q], s);
-        chain[i * n + j] = s;
-      }
+    const std::vector<float> chain = fma_chain(a, w, rows, n, k);
     const tx::Backend::PackedWeight packed = be->pack_weight(be->upload(w, {n, k}));
     CHECK(packed.packed.defined());
     // Row counts of every remainder of the kernel's row blocks, the thread split and the pass
@@ -257,13 +265,7 @@ TEST_CASE(
         rounded(*be, random_vector(static_cast<size_t>(n * k), 900 + n), {n, k}, tx::DType::f16);
     const auto [a_low, a] =
         rounded(*be, random_vector(static_cast<size_t>(rows * k), 901), {rows, k}, tx::DType::f16);
-    std::vector<float> chain(static_cast<size_t>(rows * n));
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        float s = 0.0f;
-        for (int64_t q = 0; q < k; ++q) s = std::fma(a[i * k + q], w[j * k + q], s);
-        chain[i * n + j] = s;
-      }
+    const std::vector<float> chain = fma_chain(a, w, rows, n, k);
     const tx::Backend::PackedWeight packed = be->pack_weight(w_low);
     REQUIRE(packed.packed.defined());
     check_rows_anywhere(*be, *single, a_low, packed, n, chain);
