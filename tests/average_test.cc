@@ -179,8 +179,8 @@ TEST_CASE("average: a mismatch names the file and the tensor or field, and write
 
 TEST_CASE("average: the output keeps the inputs' vocabularies, which must agree", "[average]") {
   TempDir dir;
-  const std::string marian =
-      tx::formats::vocab_files_json({tx::formats::VocabKind::marian, {"/v/a.spm", "/v/b.spm"}, {}});
+  const std::string marian = tx::formats::vocab_files_json(
+      {tx::formats::VocabKind::marian, {"/v/a.spm", "/v/b.spm"}, {}, {}});
   auto with = [&](const std::string& name, const std::string& vocabs, const std::string& print) {
     TensorFile f = checkpoint({1, 2}, {1, 2}, false);
     if (!vocabs.empty()) f.metadata[tx::formats::kVocabsKey] = vocabs;
@@ -201,8 +201,8 @@ TEST_CASE("average: the output keeps the inputs' vocabularies, which must agree"
   // A checkpoint written before 2026-12-01 holds neither key, though its run's model files do.
   tx::train::average_checkpoints({with("old_ckpt.st", "", ""), a}, out);
   CHECK(tx::io::read_safetensors(out).metadata.at(tx::formats::kVocabsKey) == marian);
-  const std::string elsewhere =
-      tx::formats::vocab_files_json({tx::formats::VocabKind::marian, {"/w/a.spm", "/w/b.spm"}, {}});
+  const std::string elsewhere = tx::formats::vocab_files_json(
+      {tx::formats::VocabKind::marian, {"/w/a.spm", "/w/b.spm"}, {}, {}});
   CHECK_THAT(average_error({a, with("moved.st", elsewhere, "p1 p1")}, dir.file("x.st")),
              Contains("moved.st") && Contains("other vocabulary files"));
   CHECK_FALSE(std::filesystem::exists(dir.file("x.st")));

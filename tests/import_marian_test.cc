@@ -290,6 +290,29 @@ TEST_CASE("npz: a deflated entry reads back, and a damaged one is one error nami
   CHECK(damaged >= static_cast<int>(end - start) - 2);
 }
 
+TEST_CASE("npz: an archive holding one name twice is refused, naming it", "[import]") {
+  TempDir dir;
+  tx::formats::NpyArray a;
+  a.descr = "<f4";
+  a.shape = {2};
+  a.data.assign(8, 0);
+  a.name = "decoder_ff_logit_out_b";
+  tx::formats::NpyArray b = a;
+  b.name = "decoder_ff_logit_out_c";
+  write_npz(dir.file("two.npz"), {a, b});
+  // libzip writes no name twice: rename the second in its local header and the directory.
+  std::string bytes = slurp(dir.file("two.npz"));
+  int renamed = 0;
+  for (size_t at = bytes.find(b.name); at != std::string::npos; at = bytes.find(b.name, at + 1)) {
+    bytes.replace(at, a.name.size(), a.name);
+    ++renamed;
+  }
+  REQUIRE(renamed == 2);
+  write_file(dir.file("twice.npz"), bytes);
+  CHECK_THROWS_WITH(tx::formats::read_npz(dir.file("twice.npz")),
+                    Catch::Contains("holds two arrays named 'decoder_ff_logit_out_b'"));
+}
+
 TEST_CASE("Marian models: tx-translate's 4-best lists equal marian-decoder's", "[import]") {
   TempDir dir;
   TX_SOURCE_OR_SKIP();
@@ -755,7 +778,20 @@ TEST_CASE("imported models: a user's mistakes are one line naming the problem an
   std::filesystem::copy_file(fixture("post-relu-tiedall/model.npz"), dir.file("folder/other.npz"));
   write_file(dir.file("folder/decoder.yml"),
              "models:\n  - model.npz\nvocabs:\n  - " + spm + "\n  - " + spm + "\n");
-  fails("-m " + dir.file("folder/other.npz"), "give the vocabularies");
+  fails("-m " + dir.file("folder/other.npz"), "its models: list does not name");
+  // A decoder.yml that is not YAML: the message asking for -v names it.
+  std::filesystem::create_directories(dir.file("broken"));
+  std::filesystem::copy_file(fixture("post-relu-tiedall/model.npz"), dir.file("broken/model.npz"));
+  write_file(dir.file("broken/model.npz.decoder.yml"), "vocabs: [a.spm\n  - b: : c\n");
+  fails("-m " + dir.file("broken/model.npz"),
+        "'" + dir.file("broken/model.npz.decoder.yml") + "' is not valid YAML");
+  // A .yml vocabulary whose ids skip one: the missing id is named, not only the token above.
+  write_file(dir.file("gap.yml"), "</s>: 0\n<unk>: 1\nHaus: 3\n");
+  fails("-m " + fixture("post-relu-tiedall/model.npz") + " -v " + dir.file("gap.yml"),
+        "token 'Haus' has id 3, but its 3 tokens must number 0..2 each once (id 2 has no token)");
+  write_file(dir.file("twice.yml"), "</s>: 0\n<unk>: 1\nHaus: 1\n");
+  fails("-m " + fixture("post-relu-tiedall/model.npz") + " -v " + dir.file("twice.yml"),
+        "tokens '<unk>' and 'Haus' both have id 1");
   Run listed =
       run_program(dir, TX_TRANSLATE_BIN,
                   "-m " + dir.file("folder/model.npz") + " --quiet < " + dir.file("in.txt"));

@@ -149,7 +149,8 @@ class LoadedModel {
     if (given.empty())
       throw UsageError(str("give the vocabularies of the Marian model '", model,
                            "' with -v/--vocabs SRC TGT (its .yml or .spm files, as for "
-                           "marian-decoder)"));
+                           "marian-decoder)",
+                           found.why_none.empty() ? "" : "; " + found.why_none));
     src_vocab_ = std::make_unique<data::Vocab>(data::Vocab::marian(given.front()));
     tgt_vocab_ = std::make_unique<data::Vocab>(data::Vocab::marian(given.back()));
   }

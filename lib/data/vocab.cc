@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -185,13 +186,25 @@ void Vocab::set_table(const std::vector<std::pair<std::string, int64_t>>& entrie
                       const std::string& path, const std::string& fix) {
   TX_CHECK(!entries.empty(), "vocabulary '", path, "' is empty", fix);
   TX_CHECK(entries.size() < (1u << 30), "vocabulary '", path, "' is too large", fix);
+  const int64_t n = static_cast<int64_t>(entries.size());
   table_.assign(entries.size(), std::string());
-  std::vector<bool> seen(entries.size(), false);
+  std::vector<int64_t> owner(entries.size(), -1);  // id -> its entry
+  for (int64_t i = 0; i < n; ++i)
+    if (entries[i].second >= 0 && entries[i].second < n) {
+      const int64_t id = entries[i].second;
+      TX_CHECK(owner[id] < 0, "vocabulary '", path, "': tokens '", entries[owner[id]].first,
+               "' and '", entries[i].first, "' both have id ", id, fix);
+      owner[id] = i;
+    }
   for (const auto& [token, id] : entries) {
-    TX_CHECK(id >= 0 && id < static_cast<int64_t>(entries.size()) && !seen[id], "vocabulary '",
-             path, "': token '", token, "' has id ", id, ", but the ", entries.size(),
-             " ids must be 0..", entries.size() - 1, " each once", fix);
-    seen[id] = true;
+    if (id < 0 || id >= n) {
+      // n tokens over ids 0..n-1 with one outside: some id below n has no token. Name it, not
+      // only the token that took its place.
+      const int64_t hole = std::find(owner.begin(), owner.end(), -1) - owner.begin();
+      throw Error(str("vocabulary '", path, "': token '", token, "' has id ", id, ", but its ", n,
+                      " tokens must number 0..", n - 1, " each once (id ", hole, " has no token)",
+                      fix));
+    }
     table_[id] = token;
     // The last entry of a token numbers it (fairseq's #fairseq:overwrite; maps have one each).
     index_[token] = static_cast<int32_t>(id);

@@ -270,8 +270,9 @@ std::string dirname_of(const std::string& path) {
 }
 
 // marian writes "<model>.decoder.yml" beside the model, naming its vocabularies; OPUS-MT's
-// releases call it "decoder.yml".
-std::vector<std::string> vocabs_beside(const std::string& path) {
+// releases call it "decoder.yml". Sets `why_none` when one is there but names none for this
+// model.
+std::vector<std::string> vocabs_beside(const std::string& path, std::string& why_none) {
   std::string decoder_yml = path + ".decoder.yml";
   struct stat st;
   const bool own = ::stat(decoder_yml.c_str(), &st) == 0;
@@ -297,7 +298,11 @@ std::vector<std::string> vocabs_beside(const std::string& path) {
       bool listed = models.IsScalar() && lists(models.as<std::string>());
       if (models.IsSequence())
         for (const auto& m : models) listed = listed || lists(m.as<std::string>());
-      if (!listed) return {};
+      if (!listed) {
+        why_none = str("the folder's '", decoder_yml,
+                       "' is another model's (its models: list does not name '", path, "')");
+        return {};
+      }
     }
     for (const auto& v : yml["vocabs"]) {
       std::string p = v.as<std::string>();
@@ -308,9 +313,13 @@ std::vector<std::string> vocabs_beside(const std::string& path) {
       }
       vocabs.push_back(p);
     }
-  } catch (const YAML::Exception&) {
-    return {};  // not ours to judge: the user can give -v
+  } catch (const YAML::Exception& e) {
+    // Not fatal: -v makes it moot. The message that asks for -v names it.
+    why_none = str("'", decoder_yml, "' is not valid YAML or its vocabs: are not a list of paths (",
+                   e.what(), ")");
+    return {};
   }
+  if (vocabs.empty()) why_none = str("'", decoder_yml, "' has no vocabs: list");
   return vocabs;
 }
 
@@ -399,7 +408,7 @@ ModelFile read_marian(const std::string& path) {
   c.validate(true, where);
   out.params = m.take();
   out.vocabs.kind = VocabKind::marian;
-  out.vocabs.paths = vocabs_beside(path);
+  out.vocabs.paths = vocabs_beside(path, out.vocabs.why_none);
   return out;
 }
 

@@ -30,6 +30,9 @@ struct VocabFiles {
   std::vector<std::string> paths;
   std::vector<std::string> tables;  // pieces: source then target token tables (vocab.json);
                                     // fairseq: the SentencePiece model of each side, or none
+  // marian with no paths: why the decoder.yml beside the model named none ("" when there is
+  // none), for the message that asks for -v.
+  std::string why_none;
 };
 
 // Opens side 0 (source) or 1 (target) of an imported model's vocabularies (kind marian, pieces

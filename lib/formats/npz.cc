@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <set>
 
 #include "core/error.h"
 #include "core/half.h"
@@ -153,6 +154,7 @@ std::vector<NpyArray> read_archive(zip_t* archive, size_t archive_bytes, const s
   std::unique_ptr<zip_t, decltype(&zip_discard)> owner(archive, &zip_discard);
   const zip_int64_t entries = zip_get_num_entries(archive, 0);
   std::vector<NpyArray> arrays;
+  std::set<std::string> names;
   for (zip_int64_t i = 0; i < entries; ++i) {
     zip_stat_t st;
     zip_stat_init(&st);
@@ -162,6 +164,11 @@ std::vector<NpyArray> read_archive(zip_t* archive, size_t archive_bytes, const s
     std::string name = st.name;
     TX_CHECK(name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0, where, ": entry '",
              name, "' is not a .npy array; not a numpy .npz model");
+    // A zip appended to holds a name twice; numpy and marian take the last, which may not be
+    // the one meant.
+    TX_CHECK(names.insert(name).second, where, " holds two arrays named '",
+             name.substr(0, name.size() - 4),
+             "' (an archive written to twice); save the model again with one of each");
     // Deflate expands at most ~1032 times: an entry claiming more than that of the file's size
     // is damaged, and must not make us allocate what it claims.
     TX_CHECK((st.valid & ZIP_STAT_COMP_SIZE) && st.comp_size <= archive_bytes &&

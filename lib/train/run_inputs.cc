@@ -213,7 +213,8 @@ RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool write
       pretrained.vocabs.paths = {o.src_vocab, o.tgt_vocab};
     if (pretrained.vocabs.kind != formats::VocabKind::tx) {
       TX_CHECK(pretrained.vocabs.paths.size() == 2, "give the vocabularies of the model '",
-               o.pretrained_model, "' with --vocabs SRC TGT (its .yml or .spm files)");
+               o.pretrained_model, "' with --vocabs SRC TGT (its .yml or .spm files)",
+               pretrained.vocabs.why_none.empty() ? "" : "; " + pretrained.vocabs.why_none);
       model_meta[formats::kVocabsKey] = formats::vocab_files_json(pretrained.vocabs);
     }
   }
