@@ -201,9 +201,16 @@ TEST_CASE("options: each mistake is one UsageError naming the flag or key and th
              Contains("--alignment takes one value but is given 2"));
   CHECK_THAT(fails(tx::app::kTranslate, {"-m", "x", "--seed", "18446744073709551616"}),
              Contains("--seed") && Contains("beyond the integers"));
-  // CLI11 reads hex and octal too, and clamped them as well.
-  CHECK_THAT(fails(tx::app::kTranslate, {"-m", "x", "--seed", "0x10000000000000000"}),
-             Contains("0x10000000000000000 is beyond the integers"));
+  // CLI11 read hex and octal too ("010" as 8): integers are decimal, as in a JSON config.
+  CHECK_THAT(fails(tx::app::kTranslate, {"-m", "x", "--seed", "0x10"}),
+             Contains("--seed") && Contains("0x10 is not a whole number"));
+  CHECK_THAT(fails(kTrain, {"--after-updates", "1e3"}), Contains("1e3 is not a whole number"));
+  CHECK_THAT(fails(kTrain, {"--after-updates", "-"}), Contains("- is not a whole number"));
+  CHECK(options(kTrain, {"--save-freq", "04000"}).integer("save-freq") == 4000);
+  CHECK(options(kTrain, {"--after-updates", "010"}).integer("after-updates") == 10);
+  CHECK(options(kTrain, {"--seed", "007"}).integer("seed") == 7);
+  CHECK(options(kTrain, {"--seed", "+0"}).integer("seed") == 0);
+  CHECK_THAT(fails(kTrain, {"--seed", "-08"}), Contains("-8 must be 0 or more"));
   // A short and a long spelling are two givings, not two values of one.
   CHECK_THAT(fails(tx::app::kTranslate, {"-m", "x", "-b", "5", "--beam-size", "6"}),
              Contains("--beam-size is given 2 times"));

@@ -1,12 +1,16 @@
 // tx-train's loop (train::Trainer) end to end on a tiny reversal task, and the tx-train binary.
 #include "train/trainer.h"
 
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <set>
 #include <thread>
 
@@ -18,6 +22,7 @@
 #include "support/train_runs.h"
 #include "train/checkpoint.h"
 #include "train/time_budget.h"
+#include "train/training_state.h"
 #include "train_tiny.h"
 
 namespace {
@@ -619,4 +624,129 @@ TEST_CASE("trainer: an update that ends an epoch is logged in that epoch, with i
   REQUIRE(lines.size() == 1);
   CHECK(lines[0]["epoch"] == 1);
   CHECK(lines[0]["sentences"] == 200);  // the corpus's pairs (tiny_options)
+}
+
+TEST_CASE(
+    "trainer: a run stopped by a signal keeps the --keep-last snapshots of one that never "
+    "stopped",
+    "[trainer]") {
+  auto be = tx::test::cpu_backend();
+  TempDir straight, split;
+  auto snapshots = [](const TrainerOptions& o) {
+    std::vector<int64_t> updates;
+    for (const auto& [update, path] : Trainer::snapshots(o.model_dir)) updates.push_back(update);
+    return updates;
+  };
+  TrainerOptions a = tiny_options(straight);
+  a.keep_last = 3;
+  a.after_updates = 20;
+  Trainer(*be, a).run();
+  REQUIRE(snapshots(a) == std::vector<int64_t>{10, 15, 20});
+
+  // SIGTERM at update 17, off the --save-freq 5 grid: the stop's save writes the checkpoint
+  // and model.safetensors, no snapshot (one would push u10 out of the 3 kept).
+  TrainerOptions b = tiny_options(split);
+  b.keep_last = 3;
+  b.after_updates = 20;
+  b.handle_signals = true;
+  b.after_update = [](int64_t update) {
+    if (update != 17) return;
+    REQUIRE(kill(getpid(), SIGTERM) == 0);
+    // The catcher thread takes it: give it the time to before update 18's check.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  };
+  const tx::train::TrainerResult stopped = Trainer(*be, b).run();
+  REQUIRE(stopped.interrupted);
+  REQUIRE(stopped.updates == 17);
+  CHECK(snapshots(b) == std::vector<int64_t>{5, 10, 15});
+  // A crash after the stop's checkpoint, before its model file: the catch-up writes no
+  // snapshot either.
+  std::filesystem::remove(Trainer::model_path(b.model_dir));
+  b.after_update = nullptr;
+  b.handle_signals = false;
+  CHECK(Trainer(*be, b).run().updates == 20);
+  CHECK(snapshots(b) == std::vector<int64_t>{10, 15, 20});
+  for (int64_t u : {10, 15, 20})
+    CHECK(tx::test::slurp(Trainer::snapshot_path(a.model_dir, u)) ==
+          tx::test::slurp(Trainer::snapshot_path(b.model_dir, u)));
+}
+
+TEST_CASE("trainer: a model directory with a trained model and no checkpoint is refused",
+          "[trainer]") {
+  auto be = tx::test::cpu_backend();
+  TempDir dir;
+  TrainerOptions o = tiny_options(dir);
+  o.keep_last = 2;
+  o.after_updates = 10;
+  Trainer(*be, o).run();
+  const std::string model = tx::test::slurp(Trainer::model_path(o.model_dir));
+  // The checkpoint deleted (it is 3 times the model): a new run would start afresh over the
+  // trained model and mix its snapshots with the new ones.
+  std::filesystem::remove(Trainer::checkpoint_path(o.model_dir));
+  CHECK_THAT(error_of([&] { Trainer(*be, o).run(); }),
+             Catch::Contains("holds a trained model") &&
+                 Catch::Contains("no checkpoint.safetensors") &&
+                 Catch::Contains("--pretrained-model"));
+  CHECK(tx::test::slurp(Trainer::model_path(o.model_dir)) == model);
+  // Snapshots alone count too.
+  std::filesystem::remove(Trainer::model_path(o.model_dir));
+  CHECK_THAT(error_of([&] { Trainer(*be, o).run(); }),
+             Catch::Contains(Trainer::snapshot_path(o.model_dir, 10)));
+}
+
+TEST_CASE("trainer: a resume without validation keeps the early-stopping state", "[trainer]") {
+  auto be = tx::test::cpu_backend();
+  TempDir dir;
+  TrainerOptions o = tiny_options(dir);
+  o.valid_src = dir.file("valid.src");
+  o.valid_tgt = dir.file("valid.tgt");
+  o.valid_freq = 5;
+  o.early_stopping = 10;
+  o.after_updates = 10;
+  Trainer(*be, o).run();
+  auto stopper = [&] {
+    const auto meta = tx::train::read_checkpoint_metadata(Trainer::checkpoint_path(o.model_dir));
+    return tx::train::TrainingState::from_json(
+               nlohmann::json::parse(meta.at(tx::train::kTrainingStateKey)), "test")
+        .early_stopping;
+  };
+  const tx::train::EarlyStopping::State before = stopper();
+  REQUIRE(before.validations == 2);
+  REQUIRE(before.has_best);
+  o.valid_src.clear();
+  o.valid_tgt.clear();
+  o.after_updates = 15;
+  CHECK(Trainer(*be, o).run().updates == 15);
+  const tx::train::EarlyStopping::State after = stopper();
+  CHECK(after.validations == before.validations);
+  CHECK(after.has_best);
+  CHECK(after.best == before.best);
+  CHECK(after.stalled == before.stalled);
+}
+
+TEST_CASE("trainer: train.log.jsonl holds each update's records once after a crash and a full disk",
+          "[trainer]") {
+  auto be = tx::test::cpu_backend();
+  TempDir dir;
+  TrainerOptions o = tiny_options(dir);
+  o.disp_freq = 1;
+  o.after_updates = 15;
+  o.after_update = [](int64_t update) {
+    if (update == 13) throw std::runtime_error("injected crash");
+  };
+  CHECK_THROWS_WITH(Trainer(*be, o).run(), "injected crash");
+  // Records 11-13 came after the checkpoint of update 10; a full disk would leave half a line.
+  std::ofstream(Trainer::log_path(o.model_dir), std::ios::app) << "{\"type\":\"train\",\"upd";
+  o.after_update = nullptr;
+  CHECK(Trainer(*be, o).run().updates == 15);
+  std::vector<int64_t> updates;
+  std::ifstream in(Trainer::log_path(o.model_dir));
+  std::string line;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line);  // throws on a damaged line
+    if (j["type"] == "train") updates.push_back(j["update"].get<int64_t>());
+  }
+  std::vector<int64_t> expected(15);
+  std::iota(expected.begin(), expected.end(), 1);
+  CHECK(updates == expected);
 }

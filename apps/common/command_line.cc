@@ -60,15 +60,20 @@ CLI::Option* add(CLI::App& app, Slot& slot) {
       return app.add_flag(names, slot.flag, s.help);
     case OptionType::integer:
       // CLI11 clamps a value beyond int64 to its limit (--seed 18446744073709551616 ran as
-      // 9223372036854775807): refused instead, as every value no field holds is.
+      // 9223372036854775807) and reads "010" as octal 8 and "0x10" as 16, where a JSON config
+      // has decimal only: decimal here too (leading zeros dropped), and beyond int64 refused.
       return app.add_option(names, slot.integer, s.help)
-          ->check(CLI::Validator(
+          ->transform(CLI::Validator(
               [](std::string& text) {
-                // CLI11's own conversion (strtoll, base 0: hex and octal too), its overflow
-                // seen.
+                const size_t digits = text[0] == '-' || text[0] == '+' ? 1 : 0;
+                if (text.size() == digits ||
+                    text.find_first_not_of("0123456789", digits) != std::string::npos)
+                  return text + " is not a whole number (decimal digits)";
+                const size_t nonzero =
+                    std::min(text.find_first_not_of('0', digits), text.size() - 1);
+                text = (text[0] == '-' ? "-" : "") + text.substr(nonzero);
                 errno = 0;
-                char* end = nullptr;
-                std::strtoll(text.c_str(), &end, 0);
+                std::strtoll(text.c_str(), nullptr, 10);
                 return errno == ERANGE
                            ? text +
                                  " is beyond the integers tx holds (-9223372036854775808 to "

@@ -497,15 +497,19 @@ TrainerResult Trainer::run() {
     log_set_up(o, params, config, rate, be_, scaler, smoothing, world);
   }
 
-  RunFiles files(be_, o, config, params, smoothing, in.model_meta, writer);
+  RunFiles files(be_, o, config, params, smoothing, in.model_meta, writer, state.update);
   // The checkpoint first: it is the truth a resume starts from (see trainer.h).
-  auto save = [&]() {
+  // `snapshot`: a --save-freq save or the run's end, not a stop on a signal.
+  auto save = [&](bool snapshot) {
     const data::BatchPosition pos = batcher.position();
     state.epoch = pos.epoch;
     state.data_position = {pos.epoch, pos.batch, epoch_sentences};
     state.batch_plan = plan;
     state.rng_counter = graph.rng().counter();
-    state.early_stopping = stopper.state();
+    // A run without validation keeps the checkpoint's stopper (a run that early stopping ended
+    // stays ended).
+    if (validate_on) state.early_stopping = stopper.state();
+    state.snapshot = snapshot;
     state.loss_scale = scaler.enabled() ? scaler.scale() : 0;
     state.loss_scale_clean = scaler.enabled() ? scaler.clean_updates() : 0;
     // Only under a budget: a run without one writes the same bytes however long it took.
@@ -518,7 +522,7 @@ TrainerResult Trainer::run() {
     files.save(state, adam);
     budget.add_save(std::chrono::duration<double>(Clock::now() - start).count());
   };
-  if (result.resumed) files.catch_up_models(state.update, quiet);
+  if (result.resumed) files.catch_up_models(state, quiet);
 
   // ---- the loop ---------------------------------------------------------------------------------
   StopSignals signals(be_, o.handle_signals);
@@ -621,7 +625,7 @@ TrainerResult Trainer::run() {
       budget.add_validation(std::chrono::duration<double>(Clock::now() - start).count());
     }
     if (plan_by_time && !planned && state.update >= lr_options.warmup) plan_from_pace();
-    if (schedule.save(state.update)) save();
+    if (schedule.save(state.update)) save(true);
     if (o.after_update) o.after_update(state.update);
     // Processes decide together; each one's own signal and clock decide a single process.
     const StopCause stop = ranks > 1 ? update.stop : own_stop_cause();
@@ -660,7 +664,7 @@ TrainerResult Trainer::run() {
                     "--early-stopping to go on)"),
           "; ", ckpt, " is as it was");
   } else {
-    save();
+    save(!result.interrupted);
     if (!quiet)
       log("training finished at update ", grouped(state.update), "; saved ", ckpt, " and ",
           model_path(o.model_dir));

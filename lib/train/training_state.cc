@@ -25,6 +25,7 @@ nlohmann::json TrainingState::to_json() const {
   if (!batch_plan.is_null()) j["batch_plan"] = batch_plan;
   if (!plan_from.empty()) j["plan_from"] = plan_from;
   if (!best_scores.empty()) j["best_scores"] = best_scores;
+  if (!snapshot) j["snapshot"] = false;
   return j;
 }
 
@@ -62,6 +63,7 @@ TrainingState TrainingState::from_json(const nlohmann::json& j, const std::strin
       s.best_scores = j.at(key).get<std::map<std::string, double>>();
       for (const auto& [metric, best] : s.best_scores) direction_of(metric);  // a known one
     }
+    if (j.contains(key = "snapshot")) s.snapshot = j.at(key).get<bool>();
     if (j.contains(key = "batch_plan")) {
       s.batch_plan = j.at(key);
       TX_CHECK(s.batch_plan.is_object(), where, ": the training state's batch_plan must be an ",
@@ -84,7 +86,7 @@ bool TrainingState::operator==(const TrainingState& o) const {
          loss_scale_clean == o.loss_scale_clean && train_seconds == o.train_seconds &&
          time_last_update == o.time_last_update && time_budget_minutes == o.time_budget_minutes &&
          untimed_updates == o.untimed_updates && batch_plan == o.batch_plan &&
-         plan_from == o.plan_from && best_scores == o.best_scores;
+         plan_from == o.plan_from && best_scores == o.best_scores && snapshot == o.snapshot;
 }
 
 }  // namespace tx::train

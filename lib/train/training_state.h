@@ -50,6 +50,10 @@ struct TrainingState {
   // compares with it. Empty in checkpoints from before 2026-12-01 (the early-stopping state
   // holds its metric's best).
   std::map<std::string, double> best_scores;
+  // Whether the save that wrote this checkpoint wrote a --keep-last snapshot too: not a stop on
+  // a signal, whose update is off the --save-freq grid (an interrupted run keeps the snapshots of
+  // one that never stopped). Absent: true.
+  bool snapshot = true;
 
   nlohmann::json to_json() const;
   // Throws tx::Error naming `where` and the key for a missing or mistyped field.
