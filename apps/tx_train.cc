@@ -121,6 +121,27 @@ tx::train::SmoothingOptions smoothing_options(const Options& options) {
   return s;
 }
 
+// mpirun starts every process with one command line; a wrapper that gives one process other
+// flags would have it train another model beside the others, or leave them waiting in an
+// all-reduce for ever. Throws on the process that differs; its error ends them all.
+// (Not compared: what only rank 0 uses, its log's level, and --after-minutes, on which the
+// processes decide together each update.)
+void check_same_options(tx::train::Collective& world, const Options& options) {
+  nlohmann::json compared = options.values();
+  for (const char* own : {"quiet", "verbose", "after-minutes"}) compared.erase(own);
+  const std::string mine = compared.dump();
+  const std::string first = tx::train::broadcast_text(world, mine, 0);
+  if (first == mine) return;
+  const nlohmann::json theirs = nlohmann::json::parse(first);
+  std::string change;
+  for (const auto& [key, value] : compared.items())
+    if (theirs.value(key, nlohmann::json()) != value)
+      change += tx::str(change.empty() ? "" : ", ", "--", key, " ", value.dump(),
+                        " against process 0's ", theirs.value(key, nlohmann::json()).dump());
+  throw tx::Error(tx::str("this process was given other options than process 0 (", change,
+                          "); every process must run the same command line"));
+}
+
 int train(const Options& options) {
   if (options.flag("dry-run")) return dry_run(options);
   tx::train::TrainerOptions t;
@@ -203,6 +224,7 @@ int train(const Options& options) {
   // Declared before the backend, so that the world (MPI, NCCL) outlives it.
   std::unique_ptr<tx::train::Collective> world = tx::train::launch_world();
   try {
+    if (world->size() > 1) check_same_options(*world, options);
     std::unique_ptr<tx::Backend> be = backend_of(options, world.get());
     tx::train::use_device(world, *be);
     t.collective = world.get();

@@ -402,3 +402,58 @@ TEST_CASE(
   CHECK(run.err.find("--after-minutes 60 reached at update ") != std::string::npos);
   CHECK(run.err.find("signal") == std::string::npos);
 }
+
+TEST_CASE("mpirun: a process given other flags or other data is refused, naming the difference",
+          "[train_mpi]") {
+  REQUIRE_MPI();
+  TempDir dir;
+  // Each rank runs in its own folder (r0, r1), reading the data there by a relative path, and
+  // rank 1 adds $EXTRA to its flags: a wrapper that gave it other flags or files once left rank
+  // 0 waiting in an all-reduce for ever, or trained a model of two seeds without a word.
+  for (const char* d : {"r0", "r1", "short", "same"})
+    std::filesystem::create_directories(dir.file(d));
+  tx::test::write_reversal_corpus(dir.file("r0/train.src"), dir.file("r0/train.tgt"), 200, 7);
+  tx::test::write_reversal_corpus(dir.file("short/train.src"), dir.file("short/train.tgt"), 150, 7);
+  for (const char* f : {"train.src", "train.tgt"})
+    std::filesystem::copy_file(dir.file(std::string("r0/") + f),
+                               dir.file(std::string("same/") + f));
+  tx::test::write_file(dir.file("rank.sh"),
+                       "cd " + dir.file("r") +
+                           "$OMPI_COMM_WORLD_RANK || exit 9\n"
+                           "[ \"$OMPI_COMM_WORLD_RANK\" = 1 ] && set -- \"$@\" "
+                           "$EXTRA\n"
+                           "exec " TX_TRAIN_BIN " \"$@\"\n");
+  std::string launch = mpirun_train();
+  launch.replace(launch.rfind(TX_TRAIN_BIN), std::string(TX_TRAIN_BIN).size(),
+                 "bash " + dir.file("rank.sh"));
+  launch.insert(launch.rfind(" -np 2 "), " -x EXTRA");
+  launch.insert(launch.find(TX_MPIEXEC), "timeout 120 ");
+  std::string flags = tiny_flags(dir) + " --after-updates 20";
+  flags.replace(flags.find(dir.file("train.src")), dir.file("train.src").size(), "train.src");
+  flags.replace(flags.find(dir.file("train.tgt")), dir.file("train.tgt").size(), "train.tgt");
+  // Rank 1's folder gets the corpus of `data`.
+  auto give_rank1 = [&](const std::string& data) {
+    for (const char* f : {"train.src", "train.tgt"}) {
+      std::filesystem::remove(dir.file(std::string("r1/") + f));  // (absent the first time)
+      std::filesystem::copy_file(dir.file(data + "/" + f), dir.file(std::string("r1/") + f));
+    }
+  };
+  auto refused = [&](const std::string& extra, const std::string& data, const std::string& what) {
+    give_rank1(data);
+    std::filesystem::remove_all(dir.file("m"));
+    const Run r = tx::test::run_program(dir, "EXTRA='" + extra + "' " + launch, flags);
+    INFO(r.err);
+    CHECK(r.status != 0);
+    CHECK(r.status != 124);  // not a hang ended by the timeout
+    CHECK(r.err.find("tx-train: error: process 1 of 2: ") != std::string::npos);
+    CHECK(r.err.find(what) != std::string::npos);
+  };
+  refused("--seed 8", "same", "other options than process 0 (--seed 8 against process 0's 1)");
+  refused("", "short", "training data differ from process 0's (pairs 150 against process 0's 200)");
+  // The same flags and data train.
+  give_rank1("same");
+  std::filesystem::remove_all(dir.file("m"));
+  const Run ok = tx::test::run_program(dir, "EXTRA= " + launch, flags);
+  INFO(ok.err);
+  CHECK(ok.status == 0);
+}

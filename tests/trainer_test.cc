@@ -750,3 +750,35 @@ TEST_CASE("trainer: train.log.jsonl holds each update's records once after a cra
   std::iota(expected.begin(), expected.end(), 1);
   CHECK(updates == expected);
 }
+
+TEST_CASE("trainer: resumed with another --optimizer-delay, the linear schedule ends with the data",
+          "[trainer]") {
+  auto be = tx::test::cpu_backend();
+  TempDir straight, dir;
+  auto linear = [](TrainerOptions o) {
+    o.lr.schedule = "linear";
+    o.lr.lr = 4e-3;
+    o.lr.warmup = 4;
+    o.after_epochs = 3;
+    o.disp_freq = 1;
+    return o;
+  };
+  const int64_t batches = Trainer(*be, linear(tiny_options(straight))).run().updates;
+  REQUIRE(batches > 20);
+  // 10 updates of one batch, then updates of two (as mpirun -np 2 would make), stopped and
+  // resumed once more at that size: the line comes down to 0 where the data ends, at update
+  // 10 + (batches - 10) / 2, not where batches / 2 updates from the start would (the line ran
+  // out first and the rest trained at rate 0; the other way round it ended above 0).
+  TrainerOptions o = linear(tiny_options(dir));
+  o.after_updates = 10;
+  Trainer(*be, o).run();
+  o.optimizer_delay = 2;
+  o.after_updates = 14;
+  Trainer(*be, o).run();
+  o.after_updates = 0;
+  const tx::train::TrainerResult r = Trainer(*be, o).run();
+  CHECK(r.updates == 10 + (batches - 10 + 1) / 2);
+  const auto rates = logged_rates(o.model_dir);
+  REQUIRE(int64_t(rates.size()) == r.updates);
+  CHECK(rates.back().second == Approx(4e-3 / double(r.updates + 1 - o.lr.warmup)).epsilon(1e-6));
+}

@@ -1,5 +1,6 @@
 #include "train/collective.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -29,6 +30,14 @@ int env_count(const char* name) {
 }
 
 }  // namespace
+
+std::string broadcast_text(Collective& world, const std::string& text, int root) {
+  uint64_t bytes = text.size();
+  world.broadcast(&bytes, sizeof bytes, root);
+  std::string out = world.rank() == root ? text : std::string(bytes, '\0');
+  if (bytes > 0) world.broadcast(out.data(), bytes, root);
+  return out;
+}
 
 std::unique_ptr<Collective> single_process() {
   return std::make_unique<SingleProcess>();

@@ -40,6 +40,9 @@ class Collective {
   virtual std::string describe() const = 0;
 };
 
+// Process `root`'s `text`, on every process (its length, then its bytes).
+std::string broadcast_text(Collective& world, const std::string& text, int root);
+
 // The plain run: size 1, every operation a no-op.
 std::unique_ptr<Collective> single_process();
 

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/format.h"
 #include "core/log.h"
+#include "core/rng.h"
 #include "core/text_file.h"
 #include "data/batcher.h"
 #include "data/corpus.h"
@@ -67,6 +68,37 @@ int64_t planned_updates(const data::Batcher& batcher, const TrainerOptions& o,
   if (o.after_updates > 0)
     updates = updates > 0 ? std::min(updates, o.after_updates) : o.after_updates;
   return updates;
+}
+
+// Every process must read the same pairs: each takes its share of batches planned on its own
+// copy, and a process with fewer would leave the others waiting in an all-reduce for ever (one
+// with other tokens would train another model without a word). Throws on the process that
+// differs; its error ends them all.
+void check_same_data(Collective& world, const nlohmann::json& plan,
+                     const data::ParallelCorpus& corpus) {
+  uint64_t h = 0;
+  for (int64_t i = 0; i < corpus.size(); ++i)
+    for (const data::TokenSpan& s : {corpus.src(i), corpus.tgt(i)}) {
+      for (const int32_t t : s) h = mix64(h ^ static_cast<uint32_t>(t));
+      h = mix64(h ^ 0xfeedULL);  // the end of a sentence
+    }
+  const std::string mine = plan.dump() + " " + hex16(h);
+  const std::string first = broadcast_text(world, mine, 0);
+  if (mine == first) return;
+  const nlohmann::json theirs = nlohmann::json::parse(first.substr(0, first.rfind(' ')));
+  std::string change;
+  for (const auto& [key, value] : plan.items())
+    if ((!theirs.contains(key) || theirs[key] != value) &&
+        !(key == "lengths" && theirs.value("pairs", nlohmann::json()) != plan["pairs"])) {
+      change += change.empty() ? "" : ", ";
+      change += key == "lengths" ? std::string("pairs of other lengths")
+                                 : str(key, " ", value.dump(), " against process 0's ",
+                                       theirs.value(key, nlohmann::json()).dump());
+    }
+  if (change.empty()) change = "as many pairs of the same lengths, with other tokens";
+  throw Error(str("this process's training data differ from process 0's (", change,
+                  "); every process must read the same --train-sets files and vocabularies, "
+                  "with the same flags (a copy on each machine must be identical)"));
 }
 
 // --sentencepiece-alphas: each epoch's pairs segmented anew by SentencePiece sampling.
@@ -326,12 +358,18 @@ TrainerResult Trainer::run() {
   // {update, epoch, batch} from which the --after-epochs end is counted: from update 0, or from
   // where a --no-restore-corpus resume put the data (this run's, or an earlier one's).
   std::vector<int64_t> plan_from{0, 0, 0};
+  const int64_t batches_per_update = int64_t(ranks) * o.optimizer_delay;
+  // Resumed with another processes x --optimizer-delay than the checkpoint's: its updates were
+  // of another size, so the epochs' end is counted from there, in this run's updates (from
+  // update 0 at this size the line would end before or after the data).
+  const bool resized =
+      saved && saved->batches_per_update > 0 && saved->batches_per_update != batches_per_update;
   if (saved) {
     TX_CHECK(saved->data_position.size() == 3, "checkpoint '", ckpt,
              "' holds no tx-train data position; remove it or use another --model directory");
     resume_at = {saved->data_position[0], saved->data_position[1]};
     if (o.no_restore_corpus && resume_at.batch > 0) resume_at = {resume_at.epoch + 1, 0};
-    if (o.no_restore_corpus)
+    if (o.no_restore_corpus || resized)
       plan_from = {saved->update, resume_at.epoch, resume_at.batch};
     else if (saved->plan_from.size() == 3)
       plan_from = saved->plan_from;
@@ -341,8 +379,8 @@ TrainerResult Trainer::run() {
   // Planning every epoch's batches costs a shuffle and a sort of the corpus per epoch: only
   // for a schedule that needs the last update.
   if (lr_options.needs_total_updates() && lr_options.total_updates <= 0)
-    lr_options.total_updates = planned_updates(batcher, o, int64_t(ranks) * o.optimizer_delay,
-                                               {plan_from[1], plan_from[2]}, plan_from[0]);
+    lr_options.total_updates =
+        planned_updates(batcher, o, batches_per_update, {plan_from[1], plan_from[2]}, plan_from[0]);
   // --after-minutes with the linear schedule: the rates up to the end of the warm-up do not
   // depend on the last update, which is planned there from the pace (plan_by_time below);
   // until then the schedule ends at the epochs' or updates' limit, or at the warm-up.
@@ -356,6 +394,7 @@ TrainerResult Trainer::run() {
   // ---- where to start: a checkpoint (resume), a pretrained model, or the initialisation -------
   TrainingState state;
   const nlohmann::json plan = batch_plan(o, *in.corpus);
+  if (ranks > 1) check_same_data(world, plan, *in.corpus);
   state.rng_seed = o.seed ^ 0x9E3779B97F4A7C15ull;  // dropout: a stream apart from the init's
   int64_t epoch_sentences = 0;                      // "Sen." counts within the epoch
   int64_t resumed_at = 0;                           // the checkpoint's update
@@ -395,7 +434,7 @@ TrainerResult Trainer::run() {
           resume_at.epoch + 1, change.empty() ? "" : str(" (", change, ")"));
     // The epochs' end is counted in this run's plan from there (from update 0 it would count
     // the skipped batches and the old plan's as this plan's), and so by every later resume.
-    if (o.no_restore_corpus) state.plan_from = plan_from;
+    if (o.no_restore_corpus || resized) state.plan_from = plan_from;
     // A checkpoint from before best_scores: the early-stopping state holds its metric's best.
     if (state.best_scores.empty() && state.early_stopping.has_best)
       state.best_scores[state.early_stopping.metric] = state.early_stopping.best;
@@ -510,6 +549,7 @@ TrainerResult Trainer::run() {
     // stays ended).
     if (validate_on) state.early_stopping = stopper.state();
     state.snapshot = snapshot;
+    state.batches_per_update = batches_per_update;
     state.loss_scale = scaler.enabled() ? scaler.scale() : 0;
     state.loss_scale_clean = scaler.enabled() ? scaler.clean_updates() : 0;
     // Only under a budget: a run without one writes the same bytes however long it took.

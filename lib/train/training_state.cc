@@ -26,6 +26,7 @@ nlohmann::json TrainingState::to_json() const {
   if (!plan_from.empty()) j["plan_from"] = plan_from;
   if (!best_scores.empty()) j["best_scores"] = best_scores;
   if (!snapshot) j["snapshot"] = false;
+  if (batches_per_update > 0) j["batches_per_update"] = batches_per_update;
   return j;
 }
 
@@ -64,6 +65,7 @@ TrainingState TrainingState::from_json(const nlohmann::json& j, const std::strin
       for (const auto& [metric, best] : s.best_scores) direction_of(metric);  // a known one
     }
     if (j.contains(key = "snapshot")) s.snapshot = j.at(key).get<bool>();
+    if (j.contains(key = "batches_per_update")) s.batches_per_update = j.at(key).get<int64_t>();
     if (j.contains(key = "batch_plan")) {
       s.batch_plan = j.at(key);
       TX_CHECK(s.batch_plan.is_object(), where, ": the training state's batch_plan must be an ",
@@ -86,7 +88,8 @@ bool TrainingState::operator==(const TrainingState& o) const {
          loss_scale_clean == o.loss_scale_clean && train_seconds == o.train_seconds &&
          time_last_update == o.time_last_update && time_budget_minutes == o.time_budget_minutes &&
          untimed_updates == o.untimed_updates && batch_plan == o.batch_plan &&
-         plan_from == o.plan_from && best_scores == o.best_scores && snapshot == o.snapshot;
+         plan_from == o.plan_from && best_scores == o.best_scores && snapshot == o.snapshot &&
+         batches_per_update == o.batches_per_update;
 }
 
 }  // namespace tx::train

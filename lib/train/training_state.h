@@ -54,6 +54,9 @@ struct TrainingState {
   // a signal, whose update is off the --save-freq grid (an interrupted run keeps the snapshots of
   // one that never stopped). Absent: true.
   bool snapshot = true;
+  // Processes x --optimizer-delay of the run that wrote it: batches per update. 0: not recorded
+  // (checkpoints from before 2026-12-02).
+  int64_t batches_per_update = 0;
 
   nlohmann::json to_json() const;
   // Throws tx::Error naming `where` and the key for a missing or mistyped field.
