@@ -2,6 +2,7 @@
 // the options onto TrainerOptions. Under mpirun (or srun) every process runs this main() and
 // joins the run's MPI world (train/collective.h): data-parallel training, rank 0 writing.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -143,7 +144,8 @@ void check_same_options(tx::train::Collective& world, const Options& options) {
 }
 
 int train(const Options& options) {
-  if (options.flag("dry-run")) return dry_run(options);
+  // (Under mpirun the report once, from rank 0.)
+  if (options.flag("dry-run")) return tx::train::launched_rank() == 0 ? dry_run(options) : 0;
   tx::train::TrainerOptions t;
   require(options, "model");
   if (options.text("model").empty())  // -m "": a path that names nothing
@@ -239,7 +241,10 @@ int train(const Options& options) {
     std::fprintf(stderr, "tx-train: error: process %d of %d: %s\n", world->rank(), world->size(),
                  e.what());
     std::fflush(stderr);
-    world->abort(1);
+    // Every process may be refusing the same start: rank 0 first removes what its set-up
+    // wrote (a vocabulary trained on refused data), which another's abort would cut short.
+    if (world->rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(1));
+    world->abort(dynamic_cast<const UsageError*>(&e) ? 2 : 1);
   }
   return 0;
 }

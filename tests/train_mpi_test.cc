@@ -457,3 +457,24 @@ TEST_CASE("mpirun: a process given other flags or other data is refused, naming 
   INFO(ok.err);
   CHECK(ok.status == 0);
 }
+
+TEST_CASE("mpirun: --dump-config prints once, and tx-translate refuses to run once per process",
+          "[train_mpi]") {
+  REQUIRE_MPI();
+  TempDir dir;
+  // Both ranks printed it, interleaved into a file that was no JSON.
+  const Run dump = mpi_train(dir, tiny_flags(dir) + " --dump-config");
+  INFO(dump.err);
+  CHECK(dump.status == 0);
+  CHECK(nlohmann::json::parse(dump.out).at("d-model") == 16);
+  // Each process translated the whole input: every line printed twice, exit 0.
+  std::string translate = mpirun_train();
+  translate.replace(translate.rfind(TX_TRAIN_BIN), std::string(TX_TRAIN_BIN).size(),
+                    TX_TRANSLATE_BIN);
+  const Run t = tx::test::run_program(dir, translate, "-m model.safetensors -v vocab.spm");
+  INFO(t.err);
+  CHECK(t.status != 0);
+  CHECK(t.out.empty());
+  CHECK(t.err.find("tx-translate runs as one process: run it without mpirun or srun (2 were "
+                   "started)") != std::string::npos);
+}

@@ -6,7 +6,9 @@
 #include "common/app_log.h"
 #include "common/command_line.h"
 #include "common/openmp_wait.h"
+#include "core/format.h"
 #include "core/log.h"
+#include "train/collective.h"
 
 namespace tx::app {
 
@@ -22,10 +24,18 @@ int run_main(Program program, const std::string& description, int argc, char** a
       std::fprintf(stderr, "%s: error: cannot write to stdout; check the disk or the pipe\n", name);
       return false;
     };
+    // Under mpirun every process would print it, interleaved (a --dump-config file that is no
+    // JSON): rank 0 alone.
     if (parsed.finished) {
+      if (train::launched_rank() != 0) return 0;
       std::fputs(parsed.text.c_str(), stdout);
       return stdout_written() ? 0 : 1;
     }
+    // Only tx-train runs data-parallel: another program under mpirun does its whole work once
+    // per process (every translation printed N times).
+    if (program != kTrain && train::launched_processes() > 1)
+      throw UsageError(str(name, " runs as one process: run it without mpirun or srun (",
+                           train::launched_processes(), " were started)"));
     if (program != kAverage) detail(parsed.options, "OpenMP idle threads: ", openmp_wait_setting());
     const int status = body(parsed.options);
     return status == 0 && !stdout_written() ? 1 : status;

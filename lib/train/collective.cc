@@ -20,13 +20,13 @@ class SingleProcess final : public Collective {
   std::string describe() const override { return "1 process"; }
 };
 
-// A positive count from the environment variable `name`; 0 when unset or not a number.
-int env_count(const char* name) {
+// A count from the environment variable `name`, at least `least`; -1 when unset or not one.
+int env_count(const char* name, long least = 1) {
   const char* v = std::getenv(name);
-  if (!v || !*v) return 0;
+  if (!v || !*v) return -1;
   char* end = nullptr;
   const long n = std::strtol(v, &end, 10);
-  return (*end == '\0' && n > 0 && n < (1L << 30)) ? int(n) : 0;
+  return (*end == '\0' && n >= least && n < (1L << 30)) ? int(n) : -1;
 }
 
 }  // namespace
@@ -45,8 +45,14 @@ std::unique_ptr<Collective> single_process() {
 
 int launched_processes() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
-    if (const int n = env_count(name)) return n;
+    if (const int n = env_count(name); n > 0) return n;
   return 1;
+}
+
+int launched_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK"})
+    if (const int r = env_count(name, 0); r >= 0) return r;
+  return 0;
 }
 
 }  // namespace tx::train

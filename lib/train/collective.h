@@ -49,6 +49,8 @@ std::unique_ptr<Collective> single_process();
 // The processes a launcher started, read from its environment (Open MPI's OMPI_COMM_WORLD_SIZE,
 // PMI_SIZE of MPICH, Intel MPI and Slurm); 1 without a launcher.
 int launched_processes();
+// This process's rank among them (OMPI_COMM_WORLD_RANK, PMI_RANK); 0 without a launcher.
+int launched_rank();
 
 // The run this process belongs to: an MPI world when started by mpirun (or srun) in a build
 // with MPI, else single_process(). Throws tx::Error when several processes were launched but

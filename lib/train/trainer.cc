@@ -311,6 +311,8 @@ TrainerResult Trainer::run() {
         fs::remove(dir, ec);
     }
   } undo{o.model_dir, writer && !fs::exists(o.model_dir, dir_ec), {}};
+  // Every process looks before any makes it (check_run_options).
+  if (ranks > 1) world.barrier();
   check_run_options(o);
   const bool validate_on = !o.valid_src.empty() || !o.valid_tgt.empty();
   RunInputs in = read_run_inputs(o, world, writer, quiet, undo.files);
