@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "io/dir_lock.h"
 #include "nn/param_scope.h"
 #include "support/backends.h"
 #include "support/programs.h"
@@ -781,4 +782,21 @@ TEST_CASE("trainer: resumed with another --optimizer-delay, the linear schedule 
   const auto rates = logged_rates(o.model_dir);
   REQUIRE(int64_t(rates.size()) == r.updates);
   CHECK(rates.back().second == Approx(4e-3 / double(r.updates + 1 - o.lr.warmup)).epsilon(1e-6));
+}
+
+TEST_CASE("trainer: a second run in a model directory that one is training in is refused",
+          "[trainer]") {
+  auto be = tx::test::cpu_backend();
+  TempDir dir;
+  TrainerOptions o = tiny_options(dir);
+  o.after_updates = 5;
+  std::filesystem::create_directories(o.model_dir);
+  {
+    const tx::io::DirLock running(o.model_dir);  // what the first run holds while it trains
+    REQUIRE_FALSE(running.busy());
+    CHECK_THAT(error_of([&] { Trainer(*be, o).run(); }),
+               Catch::Contains("another tx-train is training in --model '" + o.model_dir));
+    CHECK(std::filesystem::is_empty(o.model_dir));  // refused before the vocabularies
+  }
+  CHECK(Trainer(*be, o).run().updates == 5);
 }

@@ -25,6 +25,7 @@
 #include "formats/model_file.h"
 #include "graph/graph.h"
 #include "io/atomic_file.h"
+#include "io/dir_lock.h"
 #include "nn/param_scope.h"
 #include "nn/transformer.h"
 #include "train/batch_plan.h"
@@ -314,6 +315,12 @@ TrainerResult Trainer::run() {
   // Every process looks before any makes it (check_run_options).
   if (ranks > 1) world.barrier();
   check_run_options(o);
+  // Two runs in one directory would each resume from the checkpoint and write over the other's
+  // saves, interleaving one log.
+  std::optional<io::DirLock> lock;
+  if (writer) lock.emplace(o.model_dir);
+  TX_CHECK(!lock || !lock->busy(), "another tx-train is training in --model '", o.model_dir,
+           "' (it holds the directory's lock); wait for it to end, or give another --model");
   const bool validate_on = !o.valid_src.empty() || !o.valid_tgt.empty();
   RunInputs in = read_run_inputs(o, world, writer, quiet, undo.files);
   const io::ModelConfig& config = in.config;
