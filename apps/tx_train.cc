@@ -38,13 +38,10 @@ void require(const Options& options, const std::string& name) {
                              "--config (see 'tx-train --help')"));
 }
 
-// A list option of exactly two files (SRC TGT).
+// A list option of two files (SRC TGT: the table's check).
 std::vector<std::string> pair_of(const Options& options, const std::string& name) {
   require(options, name);
-  std::vector<std::string> v = options.list(name);
-  if (v.size() != 2)
-    throw UsageError(tx::str("--", name, ": expected 2 files (source, target), got ", v.size()));
-  return v;
+  return options.list(name);
 }
 
 // The backend --device names. In a data-parallel run, `--device cuda` is cuda:<local rank>
@@ -97,28 +94,13 @@ int dry_run(const Options& options) {
   return 0;
 }
 
-// --exponential-smoothing [FACTOR [REFERENCE_WORDS]], as Marian reads it: alone, 1e-4.
+// --exponential-smoothing [FACTOR [REFERENCE_WORDS]], as Marian reads it: alone, 1e-4 (the
+// values were checked with the options).
 tx::train::SmoothingOptions smoothing_options(const Options& options) {
   const std::vector<std::string> v = options.list("exponential-smoothing");
   tx::train::SmoothingOptions s;
-  s.factor = 1e-4;
-  auto number = [](const std::string& text, const char* what) {
-    if (const std::optional<double> x = tx::app::parse_number(text)) return *x;
-    throw UsageError(tx::str("--exponential-smoothing: ", what, " '", text,
-                             "' is not a number; give FACTOR [REFERENCE_TARGET_WORDS]"));
-  };
-  if (!v.empty()) s.factor = number(v[0], "factor");
-  if (!(s.factor >= 0 && s.factor < 1))
-    throw UsageError(tx::str("--exponential-smoothing: factor ", v[0],
-                             " must be at least 0 and below 1 (0 turns smoothing off; Marian's "
-                             "usual value is 1e-4)"));
-  if (v.size() > 1) {
-    const double words = number(v[1], "reference target words");
-    if (!(words >= 1 && words == std::floor(words) && words <= 1e15))
-      throw UsageError(tx::str("--exponential-smoothing: reference target words ", v[1],
-                               " must be a positive integer"));
-    s.reference_words = static_cast<int64_t>(words);
-  }
+  s.factor = v.empty() ? 1e-4 : *tx::app::parse_number(v[0]);
+  if (v.size() > 1) s.reference_words = static_cast<int64_t>(*tx::app::parse_number(v[1]));
   return s;
 }
 
@@ -161,12 +143,7 @@ int train(const Options& options) {
     t.valid_tgt = valid_sets[1];
   }
   if (options.has("vocabs")) {
-    const std::vector<std::string> vocabs = options.list("vocabs");
-    if (vocabs.empty() || vocabs.size() > 2)
-      throw UsageError(
-          tx::str("--vocabs: expected SRC.spm TGT.spm, or one path for a joint "
-                  "vocabulary, got ",
-                  vocabs.size(), " paths"));
+    const std::vector<std::string> vocabs = options.list("vocabs");  // 1 or 2 (checked)
     t.src_vocab = vocabs.front();
     t.tgt_vocab = vocabs.back();
   }
@@ -193,16 +170,8 @@ int train(const Options& options) {
   const std::vector<std::string> alphas = options.has("sentencepiece-alphas")
                                               ? options.list("sentencepiece-alphas")
                                               : std::vector<std::string>();
-  if (alphas.size() > 2)
-    throw tx::app::UsageError("--sentencepiece-alphas takes A [B] (source, target), got " +
-                              std::to_string(alphas.size()) + " values");
-  for (const std::string& a : alphas) {
-    const std::optional<double> x = tx::app::parse_number(a);
-    if (!x || *x < 0 || !std::isfinite(static_cast<float>(*x)))
-      throw tx::app::UsageError("--sentencepiece-alphas: '" + a +
-                                "' is not an alpha (a number >= 0; 0 keeps the best segmentation)");
-    t.sentencepiece_alphas.push_back(static_cast<float>(*x));
-  }
+  for (const std::string& a : alphas)  // (checked with the options)
+    t.sentencepiece_alphas.push_back(static_cast<float>(*tx::app::parse_number(a)));
   t.guided_alignment_weight = static_cast<float>(options.number("guided-alignment-weight"));
 
   t.after_epochs = options.integer("after-epochs");

@@ -1,8 +1,10 @@
 // apps/common: the option registry, the order of defaults < --task < --config < flags,
 // --dump-config read back by --config, and one clear UsageError per mistake.
+#include <array>
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include "common/command_line.h"
 #include "train_tiny.h"
@@ -206,6 +208,24 @@ TEST_CASE("options: each mistake is one UsageError naming the flag or key and th
              Contains("--seed") && Contains("0x10 is not a whole number"));
   CHECK_THAT(fails(kTrain, {"--after-updates", "1e3"}), Contains("1e3 is not a whole number"));
   CHECK_THAT(fails(kTrain, {"--after-updates", "-"}), Contains("- is not a whole number"));
+  // CLI11 takes an option's first value whatever it is: the flag after a list option without
+  // its values became one of them.
+  CHECK_THAT(fails(kTrain, {"--vocabs", "--seed", "30"}),
+             Contains("--vocabs takes '--seed' as its value, but that is a flag: give the values "
+                      "of --vocabs right after it"));
+  CHECK_THAT(fails(kTrain, {"--valid-metrics", "-m", "x"}), Contains("takes '-m' as its value"));
+  // Values a run refuses are refused by --dump-config too (it printed them, exit 0).
+  for (const auto& [flag, value, message] : std::vector<std::array<std::string, 3>>{
+           {"--exponential-smoothing", "2", "has the factor '2'; it must be a number at least 0"},
+           {"--sentencepiece-alphas", "-1", "has '-1', which is not an alpha"},
+           {"--train-sets", "a b c", "is 3 values; give 2 files (source, target)"},
+           {"--vocabs", "a b c", "is 3 values; give 1 (joint) or 2 (source, target)"}}) {
+    std::vector<std::string> args = {flag};
+    std::istringstream words(value);
+    for (std::string w; words >> w;) args.push_back(w);
+    args.push_back("--dump-config");
+    CHECK_THAT(fails(kTrain, args), Contains(flag + ": ") && Contains(message));
+  }
   CHECK(options(kTrain, {"--save-freq", "04000"}).integer("save-freq") == 4000);
   CHECK(options(kTrain, {"--after-updates", "010"}).integer("after-updates") == 10);
   CHECK(options(kTrain, {"--seed", "007"}).integer("seed") == 7);

@@ -767,5 +767,5 @@ TEST_CASE("tx-train: a directory for --vocabs or --config, an alpha beyond float
   CHECK_THAT(config.err, Catch::Contains("it is a directory"));
   Run alpha = tx_train(dir, tiny_flags(dir) + " --sentencepiece-alphas 1e308");
   CHECK(alpha.status == 2);
-  CHECK_THAT(alpha.err, Catch::Contains("'1e308' is not an alpha"));
+  CHECK_THAT(alpha.err, Catch::Contains("'1e308', which is not an alpha"));
 }

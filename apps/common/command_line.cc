@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <deque>
+#include <set>
 
 namespace tx::app {
 namespace {
@@ -152,6 +153,20 @@ ParseResult parse_command_line(Program program, const std::string& description, 
     throw UsageError(str(what, "; run '", name, " --help' for the options"));
   }
 
+  // CLI11 takes an option's first value whatever it looks like: "--vocabs --seed 30" gave the
+  // vocabularies "--seed" and "30" and left the seed at its default.
+  std::set<std::string> flags = {"--config", "--dump-config", "--help", "-h"};
+  for (const Slot& s : slots) {
+    flags.insert("--" + s.spec->name);
+    if (!s.spec->short_name.empty()) flags.insert("-" + s.spec->short_name);
+  }
+  for (const Slot& s : slots)
+    for (const std::string& value : s.option->results())
+      if (flags.count(value))
+        throw UsageError(str("--", s.spec->name, " takes '", value,
+                             "' as its value, but that is a flag: give the value",
+                             s.spec->type == OptionType::list ? "s" : "", " of --", s.spec->name,
+                             " right after it (run '", name, " --help' for the options)"));
   json given = json::object();
   for (const Slot& s : slots)
     if (s.option->count() > 0) given[s.spec->name] = s.value();

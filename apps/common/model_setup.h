@@ -30,13 +30,8 @@ namespace tx::app {
 class LoadedModel {
  public:
   LoadedModel(const Options& options, const std::string& path, Backend& backend) : path_(path) {
-    std::vector<std::string> vocabs =
+    std::vector<std::string> vocabs =  // 1 or 2 when given (checked with the options)
         options.has("vocabs") ? options.list("vocabs") : std::vector<std::string>();
-    if (vocabs.size() > 2)
-      throw UsageError(
-          str("--vocabs: expected 1 (joint) or 2 (source, target) vocabulary files, "
-              "got ",
-              vocabs.size()));
     // The cheap checks first: a tx config is in the header, a vocabulary loads in
     // milliseconds. An imported model is read whole here (its tensors change names and
     // layouts on the way).

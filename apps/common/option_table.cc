@@ -1,8 +1,10 @@
 // The option table: one row per option of any tx program. Add a program's options here (with
 // its Program bit) and they become flags, --config keys and --dump-config entries at once.
 #include <cmath>
+#include <optional>
 
 #include "common/options.h"
+#include "core/format.h"
 #include "train/lr_schedule.h"
 
 namespace tx::app {
@@ -180,6 +182,15 @@ std::vector<OptionSpec> make_registry() {
   auto at_least_zero = [](const json& v) {
     return std::isfinite(v.get<double>()) && v.get<double>() >= 0 ? "" : "must be 0 or more";
   };
+  // A list's count of values, checked where it is read (command line or config), so that
+  // --dump-config refuses what a run would.
+  auto values = [](size_t least, size_t most, std::string what) {
+    return [=](const json& v) {
+      return v.size() >= least && v.size() <= most
+                 ? std::string()
+                 : str("is ", v.size(), v.size() == 1 ? " value" : " values", "; give ", what);
+    };
+  };
   // One idea, two shapes (Marian's too: --model in training, --models in decoding): the
   // programs that run a model take several, an ensemble.
   OptionSpec models = option("model", OptionType::list, nullptr,
@@ -213,7 +224,8 @@ std::vector<OptionSpec> make_registry() {
                              "Vocabularies: source then target, or one joint (tx: .spm; Marian: "
                              ".yml or .spm, default those its decoder.yml names; a Hugging Face "
                              "directory brings its own)",
-                             kTranslate | kScore | kTrain, model_files);
+                             kTranslate | kScore | kTrain, model_files,
+                             values(1, 2, "1 (joint) or 2 (source, target) vocabulary files"));
   vocabs.short_name = "v";
   t.push_back(vocabs);
   OptionSpec input =
@@ -364,9 +376,10 @@ std::vector<OptionSpec> make_registry() {
   const std::string train_data = "Training data", training = "Training", validation = "Validation";
   t.push_back(option("train-sets", OptionType::list, nullptr,
                      "Training corpus: SRC TGT (one sentence per line, aligned); required", kTrain,
-                     train_data));
+                     train_data, values(2, 2, "2 files (source, target)")));
   t.push_back(option("valid-sets", OptionType::list, nullptr,
-                     "Validation corpus: SRC TGT (none: no validation)", kTrain, train_data));
+                     "Validation corpus: SRC TGT (none: no validation)", kTrain, train_data,
+                     values(2, 2, "2 files (source, target)")));
   t.push_back(option("dim-vocabs", OptionType::integer, 32000,
                      "Pieces of each vocabulary trained on the fly (fewer on a small corpus)",
                      kTrain, train_data, positive));
@@ -406,7 +419,18 @@ std::vector<OptionSpec> make_registry() {
                      "Subword regularisation (Marian's): each epoch, the source (A) and target "
                      "(B) sides segmented by SentencePiece sampling with smoothing alpha A [B] "
                      "(0: the best segmentation, as validation and translation use)",
-                     kTrain, training));
+                     kTrain, training, [](const json& v) {
+                       if (v.empty() || v.size() > 2)
+                         return str("is ", v.size(), " values; give A [B] (source, target)");
+                       for (const json& a : v) {
+                         const std::optional<double> x = parse_number(a.get<std::string>());
+                         if (!x || !(*x >= 0) || !std::isfinite(static_cast<float>(*x)))
+                           return str("has '", a.get<std::string>(),
+                                      "', which is not an alpha (a number >= 0; 0 keeps the best "
+                                      "segmentation)");
+                       }
+                       return std::string();
+                     }));
   t.push_back(option("guided-alignment-weight", OptionType::number, 0.1,
                      "Weight of the guided-alignment cross-entropy beside the translation loss",
                      kTrain, training, at_least_zero));
@@ -414,7 +438,20 @@ std::vector<OptionSpec> make_registry() {
       option("exponential-smoothing", OptionType::list, nullptr,
              "Keep exponentially smoothed weights for validation and the model files (Marian's): "
              "FACTOR (alone: 1e-4) [REFERENCE_TARGET_WORDS_PER_UPDATE]",
-             kTrain, training);
+             kTrain, training, [](const json& v) {
+               const std::vector<std::string> given = v.get<std::vector<std::string>>();
+               const std::optional<double> factor = given.empty() ? 1e-4 : parse_number(given[0]);
+               if (!factor || !(*factor >= 0 && *factor < 1))
+                 return str("has the factor '", given[0],
+                            "'; it must be a number at least 0 and below 1 (0 turns smoothing off; "
+                            "Marian's usual value is 1e-4)");
+               if (given.size() < 2) return std::string();
+               const std::optional<double> words = parse_number(given[1]);
+               if (!words || !(*words >= 1 && *words == std::floor(*words) && *words <= 1e15))
+                 return str("has the reference target words '", given[1],
+                            "'; they must be a positive integer");
+               return std::string();
+             });
   smoothing.max_values = 2;
   t.push_back(smoothing);
   t.push_back(option("after-epochs", OptionType::integer, 0,

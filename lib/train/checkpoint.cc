@@ -94,8 +94,9 @@ void check_config(const std::string& path, const std::map<std::string, std::stri
   }
   TX_CHECK(count == 0, where_of(path), " holds a different model (", diffs,
            count > 3 ? str(" and ", count - 3, " more") : std::string(),
-           "); build the model from the checkpoint's own config (read_model_config) or give "
-           "matching model options");
+           "); resume with the model options it was trained with (the flags of these fields: "
+           "d_model is --d-model, encoder_layers --enc-layers), or train in another --model "
+           "directory");
 }
 
 std::string format_of(const std::map<std::string, std::string>& metadata) {
@@ -149,8 +150,7 @@ void load_tensors(io::SafetensorsReader& reader, Backend& be, const std::vector<
              "model");
     TX_CHECK(e->shape == t.dst.shape(), where, ": tensor '", t.name, "' has shape ", e->shape.str(),
              " but the model's is ", t.dst.shape().str(),
-             "; build the model from the checkpoint's config (read_model_config) or load a "
-             "checkpoint of this model");
+             "; the file is damaged or is not a checkpoint of this model");
   }
   for (const io::TensorEntry& e : reader.entries())
     TX_CHECK(wanted.count(e.name) || skip(e.name), where, " has a tensor '", e.name,
@@ -205,9 +205,7 @@ void load_model(const std::string& path, Backend& be, const io::ModelConfig& con
                 const nn::ParameterSet& params) {
   io::SafetensorsReader reader(path);
   check_config(path, reader.metadata(), config);
-  const std::string hint =
-      "; the file is damaged or from another model version: build the model from the "
-      "checkpoint's config (read_model_config)";
+  const std::string hint = "; the file is damaged or from another model version";
   // A checkpoint of an --exponential-smoothing run: its model is the smoothed weights, as its
   // model files and tx-average have it, not the raw ones beside them.
   if (!params.items().empty() && reader.find(kSmoothedPrefix + params.items().front().first)) {
@@ -281,8 +279,7 @@ TrainingState load_checkpoint(const std::string& path, Backend& be, const io::Mo
   load_tensors(
       reader, be, targets,
       [](const std::string& name) { return starts_with(name, kSmoothedPrefix); },
-      "; the file is damaged or from another model version: build the model from the "
-      "checkpoint's config (read_model_config)");
+      "; the file is damaged or from another model version");
   adam.set_steps(step);
   return state;
 }
