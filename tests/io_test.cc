@@ -126,27 +126,44 @@ TEST_CASE("io safetensors: a small file matches a hand-built byte string", "[io]
   f.add(NamedTensor::from_floats("e", DType::f16, Shape{0}, {}));
   f.add(NamedTensor::from_floats("h", DType::f16, Shape{1}, {1.0f}));
 
-  // Counted by hand: 49 + 53 + 53 + 55 + 55 = 265 characters of compact JSON.
+  // Counted by hand: 140 + 53 + 53 + 55 + 55 = 356 characters of compact JSON. The writer adds
+  // each tensor's CRC-32 (these from Python's zlib.crc32 of the bytes below).
   std::string json =
-      "{\"__metadata__\":{\"tx.model_config\":\"{\\\"d\\\":12}\"},"
+      "{\"__metadata__\":{\"tx.crc32\":\"{\\\"w\\\":\\\"c3872656\\\",\\\"n\\\":\\\"bc93e7a5\\\","
+      "\\\"e\\\":\\\"00000000\\\",\\\"h\\\":\\\"6eb66e78\\\"}\","
+      "\"tx.model_config\":\"{\\\"d\\\":12}\"},"
       "\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
       "\"n\":{\"dtype\":\"I32\",\"shape\":[],\"data_offsets\":[8,12]},"
       "\"e\":{\"dtype\":\"F16\",\"shape\":[0],\"data_offsets\":[12,12]},"
       "\"h\":{\"dtype\":\"F16\",\"shape\":[1],\"data_offsets\":[12,14]}}";
-  REQUIRE(json.size() == 265);
-  std::string header = json + std::string(7, ' ');        // 265 + 7 = 272 = 34 * 8
+  REQUIRE(json.size() == 356);
+  std::string header = json + std::string(4, ' ');        // 356 + 4 = 360 = 45 * 8
   std::string buffer = bytes_of({0x00, 0x00, 0x80, 0x3f,  // 1.0f
                                  0x00, 0x00, 0x00, 0xc0,  // -2.0f
                                  0x07, 0x00, 0x00, 0x00,  // 7
                                  0x00, 0x3c});            // f16 1.0
-  // 272 = 0x110, little-endian.
-  std::string expected = bytes_of({0x10, 0x01, 0, 0, 0, 0, 0, 0}) + header + buffer;
+  // 360 = 0x168, little-endian.
+  std::string expected = bytes_of({0x68, 0x01, 0, 0, 0, 0, 0, 0}) + header + buffer;
 
   CHECK(tx::io::encode_safetensors(f) == expected);
   TempDir dir;
   std::string path = dir.file("small.safetensors");
   tx::io::write_safetensors(path, f);
   CHECK(slurp(path) == expected);
+  // Read back: the checksums are checked, not metadata.
+  const TensorFile back = tx::io::read_safetensors(path);
+  CHECK(back.metadata == f.metadata);
+  // Each byte of the data changed in turn is named as its tensor's damage.
+  for (size_t at = expected.size() - buffer.size(); at < expected.size(); ++at) {
+    std::string bad = expected;
+    bad[at] = static_cast<char>(bad[at] ^ 0x10);
+    tx::test::write_file(path, bad);
+    INFO("byte " << at);
+    CHECK_THROWS_WITH(tx::io::read_safetensors(path),
+                      Catch::Contains("does not match the checksum written with it") &&
+                          Catch::Contains("the file was damaged after tx wrote it"));
+  }
+  // (A file from elsewhere, without them, reads as it is: the next test.)
 }
 
 TEST_CASE("io safetensors: reads a hand-built file with padding and its own key order", "[io]") {

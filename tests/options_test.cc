@@ -243,6 +243,10 @@ TEST_CASE("options: each mistake is one UsageError naming the flag or key and th
   write(dir.file("bad.json"), "{\"heads\": 8,");
   CHECK_THAT(fails(kTrain, {"--config", dir.file("bad.json")}),
              Contains("bad.json") && Contains("not valid JSON"));
+  // A Marian config (YAML) is named as such.
+  write(dir.file("marian.yml"), "after-epochs: 3\nlearn-rate: 0.0003\n");
+  CHECK_THAT(fails(kTrain, {"--config", dir.file("marian.yml")}),
+             Contains("configs are JSON, not YAML"));
   write(dir.file("list.json"), "[1, 2]");
   CHECK_THAT(fails(kTrain, {"--config", dir.file("list.json")}), Contains("JSON object"));
   write(dir.file("key.json"), R"({"d_model": 512})");

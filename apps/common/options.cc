@@ -254,7 +254,14 @@ json read_config_file(const std::string& path, Program program) {
   try {
     j = json::parse(text.str(), note_key);
   } catch (const json::exception& e) {  // parse_error, or out_of_range (number overflow)
-    throw UsageError(str(where, ": not valid JSON (", e.what(), "); fix the file"));
+    // A Marian config is YAML, which this reader does not take.
+    const std::string ext = std::filesystem::path(path).extension().string();
+    throw UsageError(str(where, ": not valid JSON (", e.what(), "); ",
+                         ext == ".yml" || ext == ".yaml"
+                             ? "configs are JSON, not YAML: write it as a JSON object of flag "
+                               "names and values (a Marian config's keys are mostly tx's flag "
+                               "names)"
+                             : "fix the file"));
   }
   if (!twice.empty()) throw UsageError(str(where, ": '", twice, "' is given twice; keep one"));
   if (!j.is_object())

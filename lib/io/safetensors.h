@@ -27,11 +27,17 @@ struct TensorEntry {
   uint64_t end = 0;
 };
 
+// The metadata entry in which tx's writer keeps each tensor's CRC-32 (a JSON object: name ->
+// 8 hex digits), so that a byte changed on disk after the write is an error when the tensor is
+// read, not a silently different model. The reader checks it and leaves it out of metadata();
+// files from elsewhere have none and are read as they are.
+constexpr const char* kChecksumKey = "tx.crc32";
+
 // "F32", "F16", "BF16", "I32": the format's spelling of a dtype.
 const char* safetensors_dtype(DType dtype);
 
-// The padded JSON header (without the length prefix) for `file`: "__metadata__" first (when
-// there is any), then the tensors in file order with contiguous offsets. The same content
+// The padded JSON header (without the length prefix) for `file`: "__metadata__" first (with
+// kChecksumKey added), then the tensors in file order with contiguous offsets. The same content
 // always gives the same bytes. Throws tx::Error, naming `where`, for an invalid TensorFile
 // (empty, reserved or repeated name, negative dimension, data size not numel * dtype size).
 std::string safetensors_header(const TensorFile& file, const std::string& where = "<memory>");
@@ -69,6 +75,7 @@ class SafetensorsReader {
   std::vector<TensorEntry> entries_;
   std::unordered_map<std::string, size_t> index_;
   std::map<std::string, std::string> metadata_;
+  std::unordered_map<std::string, uint32_t> checksums_;  // kChecksumKey's, by tensor name
 };
 
 }  // namespace tx::io

@@ -2,6 +2,7 @@
 //
 // Every problem becomes one tx::Error line: "safetensors file '<path>': <problem>; <fix>".
 #include <sys/stat.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -233,6 +234,18 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
                    });
   check_layout(path, entries_, buffer_size);
   for (size_t i = 0; i < entries_.size(); ++i) index_[entries_[i].name] = i;
+  if (const auto it = metadata_.find(kChecksumKey); it != metadata_.end()) {
+    const json sums = json::parse(it->second, nullptr, false);
+    if (!sums.is_object()) fail(path, str("its '", kChecksumKey, "' metadata is not an object"));
+    for (const auto& [name, hex] : sums.items()) {
+      const std::string text = hex.is_string() ? hex.get<std::string>() : std::string();
+      if (text.size() != 8 || text.find_first_not_of("0123456789abcdef") != std::string::npos)
+        fail(path, str("its '", kChecksumKey, "' metadata holds '", hex.dump(), "' for tensor '",
+                       name, "', not 8 hex digits"));
+      checksums_[name] = static_cast<uint32_t>(std::stoul(text, nullptr, 16));
+    }
+    metadata_.erase(it);
+  }
 }
 
 const TensorEntry* SafetensorsReader::find(const std::string& name) const {
@@ -249,6 +262,13 @@ NamedTensor SafetensorsReader::read(const TensorEntry& entry) {
   if (!in_)
     fail(path_, "reading tensor '" + entry.name + "' failed",
          "the file changed or was truncated while being read; read it again");
+  if (const auto it = checksums_.find(entry.name); it != checksums_.end())
+    if (crc32_z(0, t.data.data(), t.data.size()) != it->second)
+      fail(path_,
+           str("tensor '", entry.name, "' does not match the checksum written with it (",
+               kChecksumKey, ")"),
+           "the file was damaged after tx wrote it (on disk, in a copy or a download); use an "
+           "intact copy");
   return t;
 }
 

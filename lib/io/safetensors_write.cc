@@ -1,4 +1,7 @@
 // The writing half of safetensors.h: header construction, encoding, atomic writes.
+#include <zlib.h>
+
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
@@ -51,9 +54,17 @@ const char* safetensors_dtype(DType dtype) {
 std::string safetensors_header(const TensorFile& file, const std::string& where) {
   // ordered_json keeps insertion order, so the header lists tensors in file order.
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!file.metadata.empty()) {
+  nlohmann::ordered_json checksums = nlohmann::ordered_json::object();
+  for (const NamedTensor& t : file.tensors) {
+    char hex[9];
+    std::snprintf(hex, sizeof hex, "%08lx", crc32_z(0, t.data.data(), t.data.size()));
+    checksums[t.name] = hex;
+  }
+  std::map<std::string, std::string> metadata = file.metadata;
+  if (!file.tensors.empty()) metadata[kChecksumKey] = checksums.dump();
+  if (!metadata.empty()) {
     nlohmann::ordered_json meta = nlohmann::ordered_json::object();
-    for (const auto& [key, value] : file.metadata) meta[key] = value;  // std::map: sorted
+    for (const auto& [key, value] : metadata) meta[key] = value;  // std::map: sorted
     header["__metadata__"] = std::move(meta);
   }
   std::unordered_set<std::string> names;
