@@ -800,3 +800,24 @@ TEST_CASE("trainer: a second run in a model directory that one is training in is
   }
   CHECK(Trainer(*be, o).run().updates == 5);
 }
+
+TEST_CASE("trainer: a model directory the run cannot write in is refused before training",
+          "[trainer]") {
+  auto be = tx::test::cpu_backend();
+  TempDir dir;
+  TrainerOptions o = tiny_options(dir);
+  o.after_updates = 5;
+  Trainer(*be, o).run();
+  // Immutable (root writes through permissions; chattr +i stops it too), as a read-only
+  // mount would be: the resume trained until its first save, then lost those updates.
+  if (std::system(("chattr +i " + o.model_dir + " 2>/dev/null").c_str()) != 0) {
+    WARN("SKIPPED: chattr +i is not available here");
+    return;
+  }
+  o.after_updates = 1000000;
+  o.save_freq = 1000000;
+  o.after_update = [](int64_t) { throw tx::Error("trained before the refusal"); };
+  const std::string error = error_of([&] { Trainer(*be, o).run(); });
+  REQUIRE(std::system(("chattr -i " + o.model_dir).c_str()) == 0);
+  CHECK_THAT(error, Catch::Contains("cannot create a file in directory '" + o.model_dir));
+}

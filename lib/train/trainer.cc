@@ -321,6 +321,9 @@ TrainerResult Trainer::run() {
   if (writer) lock.emplace(o.model_dir);
   TX_CHECK(!lock || !lock->busy(), "another tx-train is training in --model '", o.model_dir,
            "' (it holds the directory's lock); wait for it to end, or give another --model");
+  // A directory the run cannot write in (read-only, immutable) would fail only at the first
+  // save, after the training up to it: a file made and dropped now says so first.
+  if (writer) io::AtomicFile probe(checkpoint_path(o.model_dir));
   const bool validate_on = !o.valid_src.empty() || !o.valid_tgt.empty();
   RunInputs in = read_run_inputs(o, world, writer, quiet, undo.files);
   const io::ModelConfig& config = in.config;
