@@ -205,15 +205,16 @@ TEST_CASE("options: each mistake is one UsageError naming the flag or key and th
              Contains("--seed") && Contains("beyond the integers"));
   // CLI11 read hex and octal too ("010" as 8): integers are decimal, as in a JSON config.
   CHECK_THAT(fails(tx::app::kTranslate, {"-m", "x", "--seed", "0x10"}),
-             Contains("--seed") && Contains("0x10 is not a whole number"));
-  CHECK_THAT(fails(kTrain, {"--after-updates", "1e3"}), Contains("1e3 is not a whole number"));
-  CHECK_THAT(fails(kTrain, {"--after-updates", "-"}), Contains("- is not a whole number"));
+             Contains("--seed") && Contains("'0x10' is not a whole number"));
+  CHECK_THAT(fails(kTrain, {"--after-updates", "1e3"}), Contains("'1e3' is not a whole number"));
+  CHECK_THAT(fails(kTrain, {"--after-updates", "-"}), Contains("'-' is not a whole number"));
   // CLI11 takes an option's first value whatever it is: the flag after a list option without
   // its values became one of them.
   CHECK_THAT(fails(kTrain, {"--vocabs", "--seed", "30"}),
              Contains("--vocabs takes '--seed' as its value, but that is a flag: give the values "
                       "of --vocabs right after it"));
   CHECK_THAT(fails(kTrain, {"--valid-metrics", "-m", "x"}), Contains("takes '-m' as its value"));
+  CHECK_THAT(fails(kTrain, {"--vocabs", "--seed=30"}), Contains("takes '--seed=30' as its value"));
   // Values a run refuses are refused by --dump-config too (it printed them, exit 0).
   for (const auto& [flag, value, message] : std::vector<std::array<std::string, 3>>{
            {"--exponential-smoothing", "2", "has the factor '2'; it must be a number at least 0"},

@@ -458,7 +458,7 @@ TEST_CASE("mpirun: a process given other flags or other data is refused, naming 
   CHECK(ok.status == 0);
 }
 
-TEST_CASE("mpirun: --dump-config prints once, and tx-translate refuses to run once per process",
+TEST_CASE("mpirun: --dump-config prints once, and tx-translate says it runs once per process",
           "[train_mpi]") {
   REQUIRE_MPI();
   TempDir dir;
@@ -467,14 +467,15 @@ TEST_CASE("mpirun: --dump-config prints once, and tx-translate refuses to run on
   INFO(dump.err);
   CHECK(dump.status == 0);
   CHECK(nlohmann::json::parse(dump.out).at("d-model") == 16);
-  // Each process translated the whole input: every line printed twice, exit 0.
+  // Each process translates the whole input (a script may give each its own shard): said once,
+  // by rank 0, beside the error each gives for the missing model.
   std::string translate = mpirun_train();
   translate.replace(translate.rfind(TX_TRAIN_BIN), std::string(TX_TRAIN_BIN).size(),
                     TX_TRANSLATE_BIN);
   const Run t = tx::test::run_program(dir, translate, "-m model.safetensors -v vocab.spm");
   INFO(t.err);
-  CHECK(t.status != 0);
-  CHECK(t.out.empty());
-  CHECK(t.err.find("tx-translate runs as one process: run it without mpirun or srun (2 were "
-                   "started)") != std::string::npos);
+  const std::string note = "tx-translate: note: started as one of 2 processes (mpirun or srun)";
+  const size_t first = t.err.find(note);
+  CHECK(first != std::string::npos);
+  CHECK(t.err.find(note, first + 1) == std::string::npos);
 }

@@ -16,7 +16,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
-#include "io/dir_lock.h"
+#include "io/file_lock.h"
 #include "nn/param_scope.h"
 #include "support/backends.h"
 #include "support/programs.h"
@@ -672,6 +672,26 @@ TEST_CASE(
           tx::test::slurp(Trainer::snapshot_path(b.model_dir, u)));
 }
 
+TEST_CASE("trainer: a signal during the run's last update still writes its end's snapshot",
+          "[trainer]") {
+  auto be = tx::test::cpu_backend();
+  TempDir dir;
+  TrainerOptions o = tiny_options(dir);
+  o.keep_last = 3;
+  o.after_updates = 17;  // off the --save-freq 5 grid: the end's snapshot is u17
+  o.handle_signals = true;
+  o.after_update = [](int64_t update) {
+    if (update != 17) return;
+    REQUIRE(kill(getpid(), SIGTERM) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  };
+  const tx::train::TrainerResult r = Trainer(*be, o).run();
+  CHECK(r.interrupted);
+  std::vector<int64_t> updates;
+  for (const auto& [update, path] : Trainer::snapshots(o.model_dir)) updates.push_back(update);
+  CHECK(updates == std::vector<int64_t>{10, 15, 17});
+}
+
 TEST_CASE("trainer: a model directory with a trained model and no checkpoint is refused",
           "[trainer]") {
   auto be = tx::test::cpu_backend();
@@ -693,6 +713,11 @@ TEST_CASE("trainer: a model directory with a trained model and no checkpoint is 
   std::filesystem::remove(Trainer::model_path(o.model_dir));
   CHECK_THAT(error_of([&] { Trainer(*be, o).run(); }),
              Catch::Contains(Trainer::snapshot_path(o.model_dir, 10)));
+  // A best file alone does not: validation writes it before the first checkpoint, and a run
+  // killed in between must start again.
+  for (const auto& [update, path] : Trainer::snapshots(o.model_dir)) std::filesystem::remove(path);
+  tx::test::write_file(o.model_dir + "/model.best-cross-entropy.safetensors", model);
+  CHECK(Trainer(*be, o).run().updates == 10);
 }
 
 TEST_CASE("trainer: a resume without validation keeps the early-stopping state", "[trainer]") {
@@ -792,11 +817,14 @@ TEST_CASE("trainer: a second run in a model directory that one is training in is
   o.after_updates = 5;
   std::filesystem::create_directories(o.model_dir);
   {
-    const tx::io::DirLock running(o.model_dir);  // what the first run holds while it trains
+    // What the first run holds while it trains.
+    const tx::io::FileLock running(o.model_dir + "/train.lock");
     REQUIRE_FALSE(running.busy());
+    REQUIRE(running.why_not().empty());
     CHECK_THAT(error_of([&] { Trainer(*be, o).run(); }),
                Catch::Contains("another tx-train is training in --model '" + o.model_dir));
-    CHECK(std::filesystem::is_empty(o.model_dir));  // refused before the vocabularies
+    // Refused before the vocabularies.
+    CHECK_FALSE(std::filesystem::exists(o.model_dir + "/vocab.spm"));
   }
   CHECK(Trainer(*be, o).run().updates == 5);
 }
@@ -810,7 +838,9 @@ TEST_CASE("trainer: a model directory the run cannot write in is refused before 
   Trainer(*be, o).run();
   // Immutable (root writes through permissions; chattr +i stops it too), as a read-only
   // mount would be: the resume trained until its first save, then lost those updates.
-  if (std::system(("chattr +i " + o.model_dir + " 2>/dev/null").c_str()) != 0) {
+  const bool root = geteuid() == 0;
+  if (std::system(((root ? "chattr +i " : "chmod 555 ") + o.model_dir + " 2>/dev/null").c_str()) !=
+      0) {
     WARN("SKIPPED: chattr +i is not available here");
     return;
   }
@@ -818,6 +848,6 @@ TEST_CASE("trainer: a model directory the run cannot write in is refused before 
   o.save_freq = 1000000;
   o.after_update = [](int64_t) { throw tx::Error("trained before the refusal"); };
   const std::string error = error_of([&] { Trainer(*be, o).run(); });
-  REQUIRE(std::system(("chattr -i " + o.model_dir).c_str()) == 0);
+  REQUIRE(std::system(((root ? "chattr -i " : "chmod 755 ") + o.model_dir).c_str()) == 0);
   CHECK_THAT(error, Catch::Contains("cannot create a file in directory '" + o.model_dir));
 }

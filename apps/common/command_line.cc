@@ -69,7 +69,7 @@ CLI::Option* add(CLI::App& app, Slot& slot) {
                 const size_t digits = text[0] == '-' || text[0] == '+' ? 1 : 0;
                 if (text.size() == digits ||
                     text.find_first_not_of("0123456789", digits) != std::string::npos)
-                  return text + " is not a whole number (decimal digits)";
+                  return "'" + text + "' is not a whole number (decimal digits)";
                 const size_t nonzero =
                     std::min(text.find_first_not_of('0', digits), text.size() - 1);
                 text = (text[0] == '-' ? "-" : "") + text.substr(nonzero);
@@ -162,7 +162,7 @@ ParseResult parse_command_line(Program program, const std::string& description, 
   }
   for (const Slot& s : slots)
     for (const std::string& value : s.option->results())
-      if (flags.count(value))
+      if (flags.count(value.substr(0, value.find('='))))
         throw UsageError(str("--", s.spec->name, " takes '", value,
                              "' as its value, but that is a flag: give the value",
                              s.spec->type == OptionType::list ? "s" : "", " of --", s.spec->name,

@@ -471,8 +471,8 @@ std::vector<OptionSpec> make_registry() {
                      "Save the checkpoint and model every this many updates (and at the end)",
                      kTrain, training, positive));
   t.push_back(option("keep-last", OptionType::integer, 0,
-                     "Also write model.u<update>.safetensors at every save and keep the newest "
-                     "N of them (for tx-average --last); 0 = none",
+                     "Also write model.u<update>.safetensors at every --save-freq save and at the "
+                     "run's end, and keep the newest N of them (for tx-average --last); 0 = none",
                      kTrain, training, non_negative));
   t.push_back(option("no-restore-corpus", OptionType::flag, false,
                      "On resume, go on from the next epoch's first batch instead of the "

@@ -32,10 +32,13 @@ int run_main(Program program, const std::string& description, int argc, char** a
       return stdout_written() ? 0 : 1;
     }
     // Only tx-train runs data-parallel: another program under mpirun does its whole work once
-    // per process (every translation printed N times).
-    if (program != kTrain && train::launched_processes() > 1)
-      throw UsageError(str(name, " runs as one process: run it without mpirun or srun (",
-                           train::launched_processes(), " were started)"));
+    // per process (every translation printed N times), which is what a script that gives each
+    // process its own shard wants, and a mistake otherwise: said, not refused.
+    if (program != kTrain && train::launched_processes() > 1 && train::launched_rank() == 0)
+      std::fprintf(stderr,
+                   "%s: note: started as one of %d processes (mpirun or srun); each does the "
+                   "whole of what its own flags ask, as if run alone: %s is not data-parallel\n",
+                   name, train::launched_processes(), name);
     if (program != kAverage) detail(parsed.options, "OpenMP idle threads: ", openmp_wait_setting());
     const int status = body(parsed.options);
     return status == 0 && !stdout_written() ? 1 : status;

@@ -2,7 +2,7 @@
 64 MiB in all), and back.
 
   python3 int8_pieces.py pack MODEL.safetensors OUT_DIR    # on the GPU machine
-  python3 int8_pieces.py unpack OUT_DIR MODEL.safetensors  # here: f32 again, same metadata
+  python3 int8_pieces.py unpack OUT_DIR MODEL.safetensors  # here: f32 again, same metadata (less tx.crc32)
 
 Each 2-D f32 tensor becomes int8 with one f32 scale per row (max |x| / 127); other tensors stay
 f32. The unpacked model is the rounded one: measure its BLEU, not the GPU's model's.
@@ -66,7 +66,8 @@ def unpack(src, model):
         header[name] = {"dtype": "F32", "shape": shape,
                         "data_offsets": [len(data), len(data) + x.nbytes]}
         data += x.tobytes()
-    header["__metadata__"] = index["metadata"]
+    # The weights are the int8 pieces' now, not those tx's checksums were written for.
+    header["__metadata__"] = {k: v for k, v in index["metadata"].items() if k != "tx.crc32"}
     h = json.dumps(header).encode()
     h += b" " * ((8 - len(h) % 8) % 8)
     with open(model + ".tmp", "wb") as f:

@@ -267,8 +267,9 @@ NamedTensor SafetensorsReader::read(const TensorEntry& entry) {
       fail(path_,
            str("tensor '", entry.name, "' does not match the checksum written with it (",
                kChecksumKey, ")"),
-           "the file was damaged after tx wrote it (on disk, in a copy or a download); use an "
-           "intact copy");
+           "the file was damaged after tx wrote it (on disk, in a copy or a download): use an "
+           "intact copy; a tool that rewrote its tensors on purpose must drop the tx.crc32 "
+           "metadata entry");
   return t;
 }
 

@@ -151,25 +151,25 @@ void check_run_options(const TrainerOptions& o) {
   fs::create_directories(o.model_dir, ec);
   TX_CHECK(fs::is_directory(o.model_dir), "cannot create the model directory '", o.model_dir, "'",
            ec ? ": " + ec.message() : std::string(), "; check the path and permissions");
+}
+
+void check_no_orphan_models(const std::string& model_dir) {
   // Without a checkpoint the run starts afresh and writes over the directory's models: a
-  // trained model whose checkpoint was deleted would be lost, its best file replaced by a worse
-  // one and its snapshots mixed with the new run's.
-  if (!fs::exists(Trainer::checkpoint_path(o.model_dir), ec)) {
-    std::string model;
-    for (const fs::directory_entry& e : fs::directory_iterator(o.model_dir, ec)) {
-      const std::string name = e.path().filename().string();
-      if (name == "model.safetensors" ||
-          (name.rfind("model.best-", 0) == 0 && fs::path(name).extension() == ".safetensors"))
-        model = e.path().string();
-    }
-    if (model.empty() && !Trainer::snapshots(o.model_dir).empty())
-      model = Trainer::snapshots(o.model_dir).back().second;
-    TX_CHECK(model.empty(), "--model '", o.model_dir, "' holds a trained model ('", model,
-             "') but no checkpoint.safetensors to resume from, and a new run would write over "
-             "it; restore the checkpoint, or train in a new --model directory (with "
-             "--pretrained-model '",
-             model, "' to start from its weights)");
-  }
+  // trained model whose checkpoint was deleted would be lost and its snapshots mixed with the
+  // new run's. (Best files alone are not counted: validation writes them before the first
+  // checkpoint, and a run killed then must start again.)
+  std::error_code ec;
+  if (fs::exists(Trainer::checkpoint_path(model_dir), ec)) return;
+  std::string model;
+  if (fs::exists(Trainer::model_path(model_dir), ec))
+    model = Trainer::model_path(model_dir);
+  else if (const auto snapshots = Trainer::snapshots(model_dir); !snapshots.empty())
+    model = snapshots.back().second;
+  TX_CHECK(model.empty(), "--model '", model_dir, "' holds a trained model ('", model,
+           "') but no checkpoint.safetensors to resume from, and a new run would write over "
+           "it; restore the checkpoint, or train in a new --model directory (with "
+           "--pretrained-model '",
+           model, "' to start from its weights)");
 }
 
 RunInputs read_run_inputs(const TrainerOptions& o, Collective& world, bool writer, bool quiet,

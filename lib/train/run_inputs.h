@@ -35,6 +35,9 @@ struct RunInputs {
 // Checks the options and their input files, then creates the model directory: nothing is
 // written before the options are known to be usable. Throws tx::Error naming the option.
 void check_run_options(const TrainerOptions& o);
+// Refuses a model directory holding a trained model (model.safetensors or a snapshot, written
+// only after a checkpoint) but no checkpoint: a new run there would write over it.
+void check_no_orphan_models(const std::string& model_dir);
 
 // Reads the run's inputs. Rank 0 (`writer`) trains the vocabularies that do not exist yet (or
 // copies a pretrained tx model's), adding each file it writes to `made` as it goes; the other

@@ -25,7 +25,7 @@
 #include "formats/model_file.h"
 #include "graph/graph.h"
 #include "io/atomic_file.h"
-#include "io/dir_lock.h"
+#include "io/file_lock.h"
 #include "nn/param_scope.h"
 #include "nn/transformer.h"
 #include "train/batch_plan.h"
@@ -317,10 +317,18 @@ TrainerResult Trainer::run() {
   check_run_options(o);
   // Two runs in one directory would each resume from the checkpoint and write over the other's
   // saves, interleaving one log.
-  std::optional<io::DirLock> lock;
-  if (writer) lock.emplace(o.model_dir);
-  TX_CHECK(!lock || !lock->busy(), "another tx-train is training in --model '", o.model_dir,
-           "' (it holds the directory's lock); wait for it to end, or give another --model");
+  std::optional<io::FileLock> lock;
+  if (writer) {
+    const std::string lock_path = (fs::path(o.model_dir) / "train.lock").string();
+    if (undo.made_dir) undo.files.push_back(lock_path);
+    lock.emplace(lock_path);
+    TX_CHECK(!lock->busy(), "another tx-train is training in --model '", o.model_dir,
+             "' (it holds ", lock_path, "); wait for it to end, or give another --model");
+    if (!lock->why_not().empty() && !quiet)
+      log("cannot lock ", lock_path, " (", lock->why_not(),
+          "): a second run in this directory would not be refused");
+  }
+  check_no_orphan_models(o.model_dir);
   // A directory the run cannot write in (read-only, immutable) would fail only at the first
   // save, after the training up to it: a file made and dropped now says so first.
   if (writer) io::AtomicFile probe(checkpoint_path(o.model_dir));
@@ -516,6 +524,12 @@ TrainerResult Trainer::run() {
           grouped(schedule.after_updates), " (--after-updates ", schedule.after_updates,
           " repeats this schedule)");
   };
+  // The planned last update counted the checkpoint's update size: the same time holds the
+  // batches left in fewer updates of more batches, or more of fewer.
+  if (resized && state.time_last_update > state.update) {
+    const int64_t left = (state.time_last_update - state.update) * saved->batches_per_update;
+    state.time_last_update = state.update + (left + batches_per_update - 1) / batches_per_update;
+  }
   if (plan_by_time) {
     if (state.time_last_update > 0 && state.time_budget_minutes == o.after_minutes)
       end_schedule_at(state.time_last_update);  // a resumed run keeps its plan
@@ -716,7 +730,15 @@ TrainerResult Trainer::run() {
                     "--early-stopping to go on)"),
           "; ", ckpt, " is as it was");
   } else {
-    save(!result.interrupted);
+    // A signal during the run's last update stops nothing: that save is its end's, and makes
+    // the snapshot an uninterrupted run makes.
+    const data::BatchPosition at = batcher.position();
+    const bool data_done =
+        o.after_epochs > 0 &&
+        (at.epoch >= o.after_epochs ||
+         (at.epoch == o.after_epochs - 1 && at.batch >= batcher.plan(at.epoch).batches()));
+    save(!result.interrupted || schedule.finished(state.update) || data_done ||
+         result.early_stopped);
     if (!quiet)
       log("training finished at update ", grouped(state.update), "; saved ", ckpt, " and ",
           model_path(o.model_dir));
