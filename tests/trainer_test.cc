@@ -8,6 +8,7 @@
 #include <cmath>
 #include <csignal>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -627,22 +628,39 @@ TEST_CASE("trainer: an update that ends an epoch is logged in that epoch, with i
   CHECK(lines[0]["sentences"] == 200);  // the corpus's pairs (tiny_options)
 }
 
+namespace {
+
+// An after_update hook that sends this process SIGTERM after update `at` (with
+// handle_signals on, the run stops there), giving the catcher thread the time to see it
+// before the next update's check.
+std::function<void(int64_t)> sigterm_after(int64_t at) {
+  return [at](int64_t update) {
+    if (update != at) return;
+    REQUIRE(kill(getpid(), SIGTERM) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  };
+}
+
+// The updates of the --keep-last snapshots in `model_dir`, oldest first.
+std::vector<int64_t> snapshot_updates(const std::string& model_dir) {
+  std::vector<int64_t> updates;
+  for (const auto& [update, path] : Trainer::snapshots(model_dir)) updates.push_back(update);
+  return updates;
+}
+
+}  // namespace
+
 TEST_CASE(
     "trainer: a run stopped by a signal keeps the --keep-last snapshots of one that never "
     "stopped",
     "[trainer]") {
   auto be = tx::test::cpu_backend();
   TempDir straight, split;
-  auto snapshots = [](const TrainerOptions& o) {
-    std::vector<int64_t> updates;
-    for (const auto& [update, path] : Trainer::snapshots(o.model_dir)) updates.push_back(update);
-    return updates;
-  };
   TrainerOptions a = tiny_options(straight);
   a.keep_last = 3;
   a.after_updates = 20;
   Trainer(*be, a).run();
-  REQUIRE(snapshots(a) == std::vector<int64_t>{10, 15, 20});
+  REQUIRE(snapshot_updates(a.model_dir) == std::vector<int64_t>{10, 15, 20});
 
   // SIGTERM at update 17, off the --save-freq 5 grid: the stop's save writes the checkpoint
   // and model.safetensors, no snapshot (one would push u10 out of the 3 kept).
@@ -650,23 +668,18 @@ TEST_CASE(
   b.keep_last = 3;
   b.after_updates = 20;
   b.handle_signals = true;
-  b.after_update = [](int64_t update) {
-    if (update != 17) return;
-    REQUIRE(kill(getpid(), SIGTERM) == 0);
-    // The catcher thread takes it: give it the time to before update 18's check.
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  };
+  b.after_update = sigterm_after(17);
   const tx::train::TrainerResult stopped = Trainer(*be, b).run();
   REQUIRE(stopped.interrupted);
   REQUIRE(stopped.updates == 17);
-  CHECK(snapshots(b) == std::vector<int64_t>{5, 10, 15});
+  CHECK(snapshot_updates(b.model_dir) == std::vector<int64_t>{5, 10, 15});
   // A crash after the stop's checkpoint, before its model file: the catch-up writes no
   // snapshot either.
   std::filesystem::remove(Trainer::model_path(b.model_dir));
   b.after_update = nullptr;
   b.handle_signals = false;
   CHECK(Trainer(*be, b).run().updates == 20);
-  CHECK(snapshots(b) == std::vector<int64_t>{10, 15, 20});
+  CHECK(snapshot_updates(b.model_dir) == std::vector<int64_t>{10, 15, 20});
   for (int64_t u : {10, 15, 20})
     CHECK(tx::test::slurp(Trainer::snapshot_path(a.model_dir, u)) ==
           tx::test::slurp(Trainer::snapshot_path(b.model_dir, u)));
@@ -680,16 +693,9 @@ TEST_CASE("trainer: a signal during the run's last update still writes its end's
   o.keep_last = 3;
   o.after_updates = 17;  // off the --save-freq 5 grid: the end's snapshot is u17
   o.handle_signals = true;
-  o.after_update = [](int64_t update) {
-    if (update != 17) return;
-    REQUIRE(kill(getpid(), SIGTERM) == 0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  };
-  const tx::train::TrainerResult r = Trainer(*be, o).run();
-  CHECK(r.interrupted);
-  std::vector<int64_t> updates;
-  for (const auto& [update, path] : Trainer::snapshots(o.model_dir)) updates.push_back(update);
-  CHECK(updates == std::vector<int64_t>{10, 15, 17});
+  o.after_update = sigterm_after(17);
+  CHECK(Trainer(*be, o).run().interrupted);
+  CHECK(snapshot_updates(o.model_dir) == std::vector<int64_t>{10, 15, 17});
 }
 
 TEST_CASE("trainer: a model directory with a trained model and no checkpoint is refused",
