@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "io/file_lock.h"
+#include "io/safetensors.h"
 #include "nn/param_scope.h"
 #include "support/backends.h"
 #include "support/programs.h"
@@ -783,7 +784,7 @@ TEST_CASE("trainer: train.log.jsonl holds each update's records once after a cra
   CHECK(updates == expected);
 }
 
-TEST_CASE("trainer: resumed with another --optimizer-delay, the linear schedule ends with the data",
+TEST_CASE("trainer: a resume with another --optimizer-delay ends the linear schedule with the data",
           "[trainer]") {
   auto be = tx::test::cpu_backend();
   TempDir straight, dir;
@@ -856,4 +857,40 @@ TEST_CASE("trainer: a model directory the run cannot write in is refused before 
   const std::string error = error_of([&] { Trainer(*be, o).run(); });
   REQUIRE(std::system(((root ? "chattr -i " : "chmod 755 ") + o.model_dir).c_str()) == 0);
   CHECK_THAT(error, Catch::Contains("cannot create a file in directory '" + o.model_dir));
+}
+
+TEST_CASE(
+    "trainer: a resume with another --optimizer-delay counts --after-minutes' planned end in "
+    "the new updates",
+    "[trainer]") {
+  auto be = tx::test::cpu_backend();
+  TempDir dir;
+  TrainerOptions o = tiny_options(dir);
+  o.lr.schedule = "linear";
+  o.lr.lr = 4e-3;
+  o.lr.warmup = 4;
+  o.after_minutes = 60;
+  o.after_updates = 10;
+  o.disp_freq = 1;
+  Trainer(*be, o).run();
+  // The plan the pace made at update 4 (60 minutes of tiny updates: far beyond the 10 of
+  // --after-updates) set to 40 updates of one batch: 30 left.
+  const std::string ckpt = Trainer::checkpoint_path(o.model_dir);
+  tx::io::TensorFile file = tx::io::read_safetensors(ckpt);
+  nlohmann::json state = nlohmann::json::parse(file.metadata.at(tx::train::kTrainingStateKey));
+  REQUIRE(state.at("update") == 10);
+  REQUIRE(state.at("time_last_update").get<int64_t>() > 40);
+  state["time_last_update"] = 40;
+  file.metadata[tx::train::kTrainingStateKey] = state.dump();
+  tx::io::write_safetensors(ckpt, file);
+  // Updates of two batches: the 30 left take 15, so the line ends at update 25 (at 40 it
+  // would have held twice the batches the time was planned for).
+  o.optimizer_delay = 2;
+  o.after_updates = 0;
+  const tx::train::TrainerResult r = Trainer(*be, o).run();
+  CHECK(r.updates == 25);
+  const auto rates = logged_rates(o.model_dir);
+  REQUIRE_FALSE(rates.empty());
+  CHECK(rates.back().first == 25);
+  CHECK(rates.back().second == Approx(4e-3 / double(25 + 1 - o.lr.warmup)).epsilon(1e-6));
 }
