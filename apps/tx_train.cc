@@ -112,10 +112,9 @@ tx::train::SmoothingOptions smoothing_options(const Options& options) {
 void check_same_options(tx::train::Collective& world, const Options& options) {
   nlohmann::json compared = options.values();
   for (const char* own : {"quiet", "verbose", "after-minutes"}) compared.erase(own);
-  const std::string mine = compared.dump();
-  const std::string first = tx::train::broadcast_text(world, mine, 0);
-  if (first == mine) return;
-  const nlohmann::json theirs = nlohmann::json::parse(first);
+  const std::optional<nlohmann::json> first = tx::train::first_if_different(world, compared);
+  if (!first) return;
+  const nlohmann::json& theirs = *first;
   std::string change;
   for (const auto& [key, value] : compared.items())
     if (theirs.value(key, nlohmann::json()) != value)

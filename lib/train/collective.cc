@@ -39,6 +39,13 @@ std::string broadcast_text(Collective& world, const std::string& text, int root)
   return out;
 }
 
+std::optional<nlohmann::json> first_if_different(Collective& world, const nlohmann::json& mine) {
+  const std::string text = mine.dump();
+  const std::string first = broadcast_text(world, text, 0);
+  if (first == text) return std::nullopt;
+  return nlohmann::json::parse(first);
+}
+
 std::unique_ptr<Collective> single_process() {
   return std::make_unique<SingleProcess>();
 }

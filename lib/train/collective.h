@@ -11,6 +11,8 @@
 
 #include <cstddef>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "backend/backend.h"
@@ -42,6 +44,9 @@ class Collective {
 
 // Process `root`'s `text`, on every process (its length, then its bytes).
 std::string broadcast_text(Collective& world, const std::string& text, int root);
+// Process 0's `mine` on a process whose own differs from it; nothing where they agree (on
+// process 0 always). For the start's checks that every process was given the same run.
+std::optional<nlohmann::json> first_if_different(Collective& world, const nlohmann::json& mine);
 
 // The plain run: size 1, every operation a no-op.
 std::unique_ptr<Collective> single_process();

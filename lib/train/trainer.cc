@@ -83,13 +83,14 @@ void check_same_data(Collective& world, const nlohmann::json& plan,
       for (const int32_t t : s) h = mix64(h ^ static_cast<uint32_t>(t));
       h = mix64(h ^ 0xfeedULL);  // the end of a sentence
     }
-  const std::string mine = plan.dump() + " " + hex16(h);
-  const std::string first = broadcast_text(world, mine, 0);
-  if (mine == first) return;
-  const nlohmann::json theirs = nlohmann::json::parse(first.substr(0, first.rfind(' ')));
+  nlohmann::json mine = plan;
+  mine["tokens"] = hex16(h);
+  const std::optional<nlohmann::json> first = first_if_different(world, mine);
+  if (!first) return;
+  const nlohmann::json& theirs = *first;
   std::string change;
   for (const auto& [key, value] : plan.items())
-    if ((!theirs.contains(key) || theirs[key] != value) &&
+    if (theirs.value(key, nlohmann::json()) != value &&
         !(key == "lengths" && theirs.value("pairs", nlohmann::json()) != plan["pairs"])) {
       change += change.empty() ? "" : ", ";
       change += key == "lengths" ? std::string("pairs of other lengths")
