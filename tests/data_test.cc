@@ -384,6 +384,42 @@ TEST_CASE("data vocab: the same seed gives the same model and ids, BPE too", "[d
   for (const auto& line : bpe.text.tgt) CHECK(vb2.decode(vb2.encode(line)) == line);
 }
 
+TEST_CASE("data vocab: encode_head gives encode's first pieces of a long line without the rest*",
+          "[data]") {
+  TempDir dir;
+  for (const char* type : {"unigram", "bpe"}) {
+    const TrainedVocab t = train_synthetic(dir, std::string("head_") + type, 100, 1, type);
+    const Vocab v(t.result.model_path);
+    // About 100 kB of text with runs of spaces and tabs and non-ASCII words before spaces: a
+    // cut may fall only before a space that follows a printable ASCII character.
+    std::string line;
+    const char* gaps[] = {" ", "  ", " \t ", "\t", " "};
+    for (int i = 0; i < 4000; ++i)
+      line += t.text.src[static_cast<size_t>(i) % t.text.src.size()] + gaps[i % 5];
+    const std::vector<int32_t> whole = v.encode(line);
+    INFO(type << ": " << line.size() << " bytes, " << whole.size() << " pieces");
+    REQUIRE(whole.size() > 20000);
+    for (int64_t limit : {1, 7, 100, 1000, 20000, 1000000}) {
+      const std::vector<int32_t> head = v.encode_head(line, limit);
+      INFO("limit " << limit << ": " << head.size() << " pieces");
+      if (static_cast<int64_t>(whole.size()) > limit) {
+        CHECK(static_cast<int64_t>(head.size()) > limit);
+        // The head is a prefix of the line's pieces, and for a small limit far from all of them.
+        CHECK(std::equal(head.begin(), head.end(), whole.begin()));
+        if (limit <= 100) CHECK(head.size() < whole.size() / 4);
+      } else {
+        CHECK(head == whole);
+      }
+    }
+    CHECK(v.encode_head(line, 0) == whole);  // no limit
+    // No space to cut at: the whole line.
+    const std::string word(50000, 'a');
+    CHECK(v.encode_head(word, 3) == v.encode(word));
+    // Invalid UTF-8 past the head is still found.
+    CHECK_THROWS_WITH(v.encode_head(line + "\xff", 7), Contains("UTF-8"));
+  }
+}
+
 TEST_CASE("data vocab: training errors name the file and the fix", "[data]") {
   TempDir dir;
   std::string tiny = dir.file("tiny.txt");
@@ -877,4 +913,16 @@ TEST_CASE("data vocab: Multi30k train.de+en, joint 8000 pieces, sampled, exact r
     CHECK(v.decode(ids) == squeeze_spaces(line));
   }
   CHECK(unk_lines < 5);
+  // Real text run together: encode_head's pieces are the whole line's first ones.
+  std::string text;
+  tx::data::LineReader more(en);
+  for (int i = 0; i < 3000 && more.next(line); ++i) text += line + (i % 7 ? " " : "  ");
+  const std::vector<int32_t> whole = v.encode(text);
+  for (int64_t limit : {50, 1023, 2000}) {
+    const std::vector<int32_t> head = v.encode_head(text, limit);
+    INFO("limit " << limit << ": " << head.size() << " of " << whole.size() << " pieces");
+    CHECK(static_cast<int64_t>(head.size()) > limit);
+    CHECK(head.size() < whole.size());
+    CHECK(std::equal(head.begin(), head.end(), whole.begin()));
+  }
 }

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <random>
@@ -82,4 +83,38 @@ TEST_CASE("tx-translate: resident memory after 60,000 lines is within 4 MB of th
   REQUIRE(long_kb > 0);
   CHECK(long_kb - short_kb <
         4096);  // 1.5-1.9 MB measured on 2026-11-26: allocator and thread noise
+}
+
+TEST_CASE("tx-translate: an 8 MB line costs the memory of the pieces the model reads, not of all",
+          "[apps][memory]") {
+#if defined(__SANITIZE_ADDRESS__)
+  std::puts("SKIPPED: resident memory is not the program's under AddressSanitizer");
+  return;
+#endif
+  TempDir dir;
+  const Run train = tx::test::train_reversal_model(dir, 2);
+  REQUIRE(train.status == 0);
+  {
+    std::ofstream out(dir.file("in.txt"));
+    static const char* words[] = {"ab", "cd", "ef", "gh", "ba", "dc", "fe", "hg"};
+    std::mt19937_64 gen(3);
+    for (size_t bytes = 0; bytes < (8u << 20); bytes += 3) out << words[gen() % 8] << ' ';
+    out << "\nab cd\n";
+  }
+  const std::string common = std::string(TX_TRANSLATE_BIN) + " -m " +
+                             dir.file("m/model.safetensors") + " -v " + dir.file("m/vocab.spm") +
+                             " --cpu-threads 1 --beam-size 1 --max-length-factor 0.01 < ";
+  const long kb = peak_rss_kb(common + dir.file("in.txt") + " > " + dir.file("out.txt") + " 2> " +
+                              dir.file("err.txt"));
+  // The same program on the short line alone: what the model and the libraries take.
+  const long base_kb = peak_rss_kb("tail -n 1 " + dir.file("in.txt") + " | " + common +
+                                   "/dev/stdin > /dev/null 2>&1");
+  INFO("peak RSS: 8 MB line " << kb << " kB, short line alone " << base_kb << " kB");
+  REQUIRE(kb > 0);
+  REQUIRE(base_kb > 0);
+  // Splitting the whole line took about 1 GB (2026-12-01); its first 1,023 pieces are a few kB.
+  CHECK(kb - base_kb < 64 * 1024);
+  std::string out = tx::test::slurp(dir.file("out.txt"));
+  CHECK(std::count(out.begin(), out.end(), '\n') == 2);
+  CHECK_THAT(tx::test::slurp(dir.file("err.txt")), Catch::Contains("cropped 1 source line"));
 }

@@ -19,14 +19,16 @@ std::string limit_text(int64_t limit) {
 // takes a contiguous range, so the result does not depend on the thread count.
 void encode_chunk(const std::vector<std::string>& src_lines,
                   const std::vector<std::string>& tgt_lines, size_t count, const Vocab& src_vocab,
-                  const Vocab& tgt_vocab, int threads, std::vector<std::vector<int32_t>>& src_ids,
+                  const Vocab& tgt_vocab, int64_t max_src, int64_t max_tgt, int threads,
+                  std::vector<std::vector<int32_t>>& src_ids,
                   std::vector<std::vector<int32_t>>& tgt_ids) {
   src_ids.resize(count);
   tgt_ids.resize(count);
   auto work = [&](size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i) {
-      src_ids[i] = src_vocab.encode(src_lines[i]);
-      tgt_ids[i] = tgt_vocab.encode(tgt_lines[i]);
+      // A pair over a limit is dropped: its tail need not be split into pieces.
+      src_ids[i] = src_vocab.encode_head(src_lines[i], max_src);
+      tgt_ids[i] = tgt_vocab.encode_head(tgt_lines[i], max_tgt);
     }
   };
   size_t n_threads = std::min<size_t>(static_cast<size_t>(threads), count / 256 + 1);
@@ -121,7 +123,8 @@ ParallelCorpus load_parallel_corpus(LineReader& src, LineReader& tgt, const Voca
       }
       ++count;
     }
-    encode_chunk(src_lines, tgt_lines, count, src_vocab, tgt_vocab, threads, src_ids, tgt_ids);
+    encode_chunk(src_lines, tgt_lines, count, src_vocab, tgt_vocab, options.max_src_tokens,
+                 options.max_tgt_tokens, threads, src_ids, tgt_ids);
     for (size_t i = 0; i < count; ++i) {
       int64_t line = ++stats.pairs_read;
       const auto& s = src_ids[i];

@@ -83,15 +83,17 @@ bool InferenceBatcher::next(SourceBatch& batch) {
       bool cropped = false;
       if (options_.prefix_vocab) {
         const size_t tab = line.find('\t');
-        prefixes.push_back(tab == std::string::npos
-                               ? std::vector<int32_t>()
-                               : options_.prefix_vocab->encode(line.substr(tab + 1)));
+        prefixes.push_back(tab == std::string::npos ? std::vector<int32_t>()
+                                                    : options_.prefix_vocab->encode_head(
+                                                          std::string_view(line).substr(tab + 1),
+                                                          options_.max_prefix_tokens));
         if (tab != std::string::npos) line.resize(tab);
         // A prefix beyond the positions cannot be forced whole either (the search would cut
         // it there): cropped here, so that the log counts it.
         cropped = crop_source(prefixes.back(), options_.max_prefix_tokens);
       }
-      lines.push_back(vocab_.encode(line));  // LineReader has checked the UTF-8
+      // Cropped below: a runaway line's tail is never split into pieces.
+      lines.push_back(vocab_.encode_head(line, options_.max_source_tokens));
       cropped = crop_source(lines.back(), options_.max_source_tokens) || cropped;
       if (cropped && lines_cropped_++ == 0) first_cropped_line_ = reader_.line_number();
       tokens += source_row_length(static_cast<int64_t>(lines.back().size()));

@@ -49,6 +49,18 @@ void Vocab::load_spm(const std::string& path, const char* fix) {
   }
   TX_CHECK(status.ok(), "cannot load vocabulary '", path, "': not a SentencePiece model (",
            status.message(), "); ", fix);
+  // encode_head cuts a line before a space, which is exact only if no piece can hold the end of
+  // a word and the space after it: spaces (▁) only as a piece's leading run, and ▁ a piece of
+  // its own (an unknown ▁ would join the unknown character before it into one unk piece).
+  static const std::string kSpace = "\xE2\x96\x81";
+  pieces_end_at_spaces_ = !sp_->IsUnknown(sp_->PieceToId(kSpace));
+  for (int i = 0; i < sp_->GetPieceSize() && pieces_end_at_spaces_; ++i) {
+    const std::string& piece = sp_->IdToPiece(i);
+    size_t at = 0;
+    while (piece.compare(at, kSpace.size(), kSpace) == 0) at += kSpace.size();
+    pieces_end_at_spaces_ =
+        piece.find(kSpace, at) == std::string::npos && piece.find(' ', at) == std::string::npos;
+  }
 }
 
 Vocab::Vocab(const std::string& path) : path_(path) {
@@ -247,6 +259,27 @@ std::vector<int32_t> Vocab::encode(std::string_view line) const {
   auto status = sp_->Encode(line, &ids);
   TX_CHECK(status.ok(), "cannot encode a line with '", path_, "': ", status.message());
   return ids;
+}
+
+std::vector<int32_t> Vocab::encode_head(std::string_view line, int64_t limit) const {
+  if (limit <= 0 || !pieces_end_at_spaces_) return encode(line);
+  std::string problem = describe_invalid_utf8(line);  // of the whole line, as encode() says it
+  TX_CHECK(problem.empty(), problem, "; convert the text to UTF-8");
+  // A cut before a space that follows a printable ASCII character (not a space, nor a byte of
+  // a character the normaliser might turn into one) ends a piece in every segmentation of the
+  // line, so the head's pieces are the line's first ones. 64 bytes per id covers the longest
+  // pieces; the head doubles until it holds more than `limit` ids or no cut is left.
+  const auto graphic = [](char c) { return c > ' ' && c < 0x7F; };
+  size_t head = std::max<size_t>(4096, 64 * static_cast<size_t>(std::min<int64_t>(limit, 1 << 24)));
+  while (head < line.size()) {
+    size_t cut = line.find(' ', head);
+    while (cut != std::string_view::npos && !graphic(line[cut - 1])) cut = line.find(' ', cut + 1);
+    if (cut == std::string_view::npos) break;
+    std::vector<int32_t> ids = encode(line.substr(0, cut));
+    if (static_cast<int64_t>(ids.size()) > limit) return ids;
+    head = 2 * cut;
+  }
+  return encode(line);
 }
 
 std::vector<int32_t> Vocab::sample(std::string_view line, float alpha) const {

@@ -56,6 +56,12 @@ class Vocab {
   // The ids of a line, without bos or eos (the batcher adds those). Throws tx::Error on invalid
   // UTF-8; the caller adds which file and line. Safe to call from several threads at once.
   std::vector<int32_t> encode(std::string_view line) const;
+  // encode(line) when it has at most `limit` ids (0: no limit); a longer line's first limit + 1
+  // ids or more, the same as encode()'s, from a head of the line cut at a space. What a
+  // caller crops or drops past `limit` is then never split: a runaway line of 8 MB would cost
+  // about 1 GB in SentencePiece. A line without such a space, or a vocabulary whose pieces may
+  // span one, is encoded whole.
+  std::vector<int32_t> encode_head(std::string_view line, int64_t limit) const;
   // A sampled segmentation of a line (SentencePiece's SampleEncode over all segmentations,
   // smoothing `alpha`; BPE models: merge dropout alpha), numbered as encode() numbers pieces:
   // tx-train --sentencepiece-alphas. Draws from the calling thread's SentencePiece generator
@@ -97,6 +103,7 @@ class Vocab {
   std::unordered_map<std::string, int32_t> index_;             // piece -> id
   int32_t pad_ = kPadId, unk_ = kUnkId, bos_ = kBosId, eos_ = kEosId;
   bool unk_text_ = true;  // false: unk gives no text (MarianTokenizer's skip_special_tokens)
+  bool pieces_end_at_spaces_ = true;  // no piece holds a space but as its leading run
 };
 
 // A model's two vocabularies, as model files record them (metadata "vocab_fingerprint"):

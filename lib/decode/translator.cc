@@ -242,7 +242,7 @@ std::vector<std::string> Translator::translate_lines(const std::vector<std::stri
   lines_cropped_ = first_cropped_line_ = 0;
   for (size_t i = 0; i < lines.size(); ++i) {
     try {
-      ids.push_back(src_vocab_.encode(lines[i]));
+      ids.push_back(src_vocab_.encode_head(lines[i], options_.batching.max_source_tokens));
     } catch (const Error& e) {
       throw Error("line " + std::to_string(i + 1) + ": " + e.what());
     }
