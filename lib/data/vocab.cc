@@ -262,15 +262,16 @@ std::vector<int32_t> Vocab::encode(std::string_view line) const {
 }
 
 std::vector<int32_t> Vocab::encode_head(std::string_view line, int64_t limit) const {
-  if (limit <= 0 || !pieces_end_at_spaces_) return encode(line);
+  // A first head of 64 bytes per id holds `limit` ids of any usual text; it doubles until it
+  // holds more than `limit` ids or no cut is left.
+  size_t head = std::max<size_t>(4096, 64 * static_cast<size_t>(std::min<int64_t>(limit, 1 << 24)));
+  if (limit <= 0 || !pieces_end_at_spaces_ || line.size() <= head) return encode(line);
   std::string problem = describe_invalid_utf8(line);  // of the whole line, as encode() says it
   TX_CHECK(problem.empty(), problem, "; convert the text to UTF-8");
   // A cut before a space that follows a printable ASCII character (not a space, nor a byte of
   // a character the normaliser might turn into one) ends a piece in every segmentation of the
-  // line, so the head's pieces are the line's first ones. 64 bytes per id covers the longest
-  // pieces; the head doubles until it holds more than `limit` ids or no cut is left.
+  // line, so the head's pieces are the line's first ones.
   const auto graphic = [](char c) { return c > ' ' && c < 0x7F; };
-  size_t head = std::max<size_t>(4096, 64 * static_cast<size_t>(std::min<int64_t>(limit, 1 << 24)));
   while (head < line.size()) {
     size_t cut = line.find(' ', head);
     while (cut != std::string_view::npos && !graphic(line[cut - 1])) cut = line.find(' ', cut + 1);
