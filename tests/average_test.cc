@@ -2,6 +2,8 @@
 // computations, every mismatch named, atomic output, and the command line's exit codes.
 #include "train/average.h"
 
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
@@ -268,6 +270,14 @@ TEST_CASE("average: tx-average errors are one line on stderr with a non-zero exi
   one_error_line(mismatch);
   CHECK_THAT(mismatch.err, Contains("b.st") && Contains("'w'"));
   CHECK_FALSE(std::ifstream(dir.file("out.st")).good());
+
+  // A device or a pipe would be replaced by the rename: refused before any input is read.
+  REQUIRE(::mkfifo(dir.file("fifo").c_str(), 0600) == 0);
+  Run pipe = tx_average(dir, "-o " + dir.file("fifo") + " " + dir.file("missing.st"));
+  CHECK(pipe.status == 1);
+  one_error_line(pipe);
+  CHECK_THAT(pipe.err, Contains("fifo': it is a pipe"));
+  CHECK(std::filesystem::is_fifo(dir.file("fifo")));
 
   Run same = tx_average(dir, "-o " + a + " " + a + " " + b);
   CHECK(same.status == 1);

@@ -1,5 +1,7 @@
 // io: safetensors write/read (round trip, exact bytes, hand-built files, every corruption),
 // atomic writes, TensorFile conversions and ModelConfig (presets, JSON, validation).
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstdlib>
@@ -387,6 +389,35 @@ TEST_CASE("io AtomicFile: an uncommitted write leaves the old file and no temp b
   twice.commit();
   CHECK_THROWS_WITH(twice.commit(), Contains("already committed"));
   CHECK(slurp(path).empty());
+}
+
+TEST_CASE("io AtomicFile: a link is written through; a pipe or a directory is refused", "[io]") {
+  TempDir dir;
+  fs::create_directory(dir.file("real"));
+  spit(dir.file("real/model"), "old");
+  // A relative link to a relative link: both are kept, the file at the end is replaced.
+  fs::create_symlink("real/model", dir.file("hop"));
+  fs::create_symlink("hop", dir.file("model"));
+  tx::io::write_file_atomic(dir.file("model"), "new");
+  CHECK(fs::is_symlink(dir.file("model")));
+  CHECK(fs::is_symlink(dir.file("hop")));
+  CHECK(slurp(dir.file("real/model")) == "new");
+  CHECK(dir.entries() == std::vector<std::string>{"hop", "model", "real"});
+  // A link to a file not there yet: the file is made where the link points.
+  fs::create_symlink("real/fresh", dir.file("fresh"));
+  tx::io::write_file_atomic(dir.file("fresh"), "made");
+  CHECK(fs::is_symlink(dir.file("fresh")));
+  CHECK(slurp(dir.file("real/fresh")) == "made");
+  fs::create_symlink("loop", dir.file("loop"));
+  CHECK_THROWS_WITH(tx::io::AtomicFile(dir.file("loop")), Contains("symbolic links"));
+  // A rename would replace these with a file (as root, /dev/full itself).
+  REQUIRE(::mkfifo(dir.file("fifo").c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(tx::io::AtomicFile(dir.file("fifo")),
+                    Contains("it is a pipe") && Contains("regular file"));
+  CHECK(fs::is_fifo(dir.file("fifo")));
+  CHECK_THROWS_WITH(tx::io::AtomicFile(dir.file("real")), Contains("it is a directory"));
+  CHECK_THROWS_WITH(tx::io::AtomicFile("/dev/null"), Contains("it is a device"));
+  CHECK(dir.entries() == std::vector<std::string>{"fifo", "fresh", "hop", "loop", "model", "real"});
 }
 
 // ---- TensorFile conversions ---------------------------------------------------------------------

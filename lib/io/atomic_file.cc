@@ -32,18 +32,52 @@ std::string errno_text() {
   return std::strerror(errno);
 }
 
+// The file a write to `path` should replace: the end of its chain of symbolic links (a link is
+// written through, as `cp` and a plain open() do, not replaced by a file), or `path` itself.
+std::string link_target(const std::string& path) {
+  std::string at = path;
+  for (int hop = 0; hop < 40; ++hop) {  // Linux's own limit on links followed
+    struct stat st;
+    if (::lstat(at.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return at;
+    std::string to(static_cast<size_t>(st.st_size > 0 ? st.st_size : 4096) + 1, '\0');
+    const ssize_t n = ::readlink(at.c_str(), to.data(), to.size());
+    if (n < 0 || static_cast<size_t>(n) >= to.size()) return at;  // let open() say why
+    to.resize(static_cast<size_t>(n));
+    at = !to.empty() && to[0] == '/' ? to : dir_of(at) + "/" + to;
+  }
+  throw Error(str("cannot write '", path,
+                  "': too many levels of symbolic links; give the file's "
+                  "own path"));
+}
+
+// What a non-regular file at `path` is ("a device"), or "" when there is none or it is a file.
+std::string not_a_regular_file(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return "";
+  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISFIFO(st.st_mode)) return "a pipe (FIFO)";
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "a device";
+  return "not a regular file";
+}
+
 }  // namespace
 
 AtomicFile::AtomicFile(const std::string& path) : path_(path) {
   TX_CHECK(!path.empty() && path.back() != '/', "cannot write '", path,
            "': the path names a directory, not a file; give a file name");
+  target_ = link_target(path);
+  // The rename would put a file where a device, a pipe or a directory was (as root, in /dev).
+  const std::string kind = not_a_regular_file(target_);
+  TX_CHECK(kind.empty(), "cannot write '", path, "': it is ", kind,
+           ", and tx writes a new file beside the destination then renames it into place; give "
+           "the path of a regular file");
   // Hidden name, unique per process and per call, so concurrent writers never share a temp.
   // O_EXCL guards against a stale file of the same name; mode 0666 lets the umask decide, as
   // for any newly created file.
   static std::atomic<unsigned> counter{0};
-  std::string dir = dir_of(path);
+  std::string dir = dir_of(target_);
   for (int attempt = 0; attempt < 100; ++attempt) {
-    temp_path_ = dir + "/." + base_of(path) + ".tmp." + std::to_string(::getpid()) + "." +
+    temp_path_ = dir + "/." + base_of(target_) + ".tmp." + std::to_string(::getpid()) + "." +
                  std::to_string(counter++);
     fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd_ >= 0 || errno != EEXIST) break;
@@ -96,12 +130,12 @@ void AtomicFile::commit() {
   int rc = ::close(fd_);
   fd_ = -1;
   if (rc != 0) fail("close");
-  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) fail("rename");
+  if (::rename(temp_path_.c_str(), target_.c_str()) != 0) fail("rename");
   committed_ = true;
   temp_path_.clear();
   // The rename lives in the directory entry: sync the directory too. Best effort: some file
   // systems refuse to open or fsync a directory, and the file itself is already complete.
-  int dir_fd = ::open(dir_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int dir_fd = ::open(dir_of(target_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd >= 0) {
     ::fsync(dir_fd);
     ::close(dir_fd);

@@ -3,7 +3,9 @@
 // A crash or an error never leaves a partial file at the destination: until commit() the bytes
 // live in a hidden temporary beside it (same directory, so the rename cannot cross file
 // systems), and an AtomicFile destroyed without commit() removes its temporary. An existing
-// destination stays untouched until the rename replaces it in one step.
+// destination stays untouched until the rename replaces it in one step. A symbolic link is
+// written through (the file it names is replaced, the link kept); a device, pipe or directory
+// at the destination is refused, since a rename would replace it.
 #pragma once
 
 #include <cstddef>
@@ -34,6 +36,7 @@ class AtomicFile {
   void discard() noexcept;
 
   std::string path_;
+  std::string target_;  // path_, or the file its symbolic links name
   std::string temp_path_;
   int fd_ = -1;
   bool committed_ = false;

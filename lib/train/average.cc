@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/finite.h"
 #include "formats/model_file.h"
+#include "io/atomic_file.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
 #include "train/checkpoint.h"
@@ -184,6 +185,9 @@ AverageSummary average_checkpoints(const std::vector<std::string>& inputs,
              "' is read from (its weights, config or vocabularies); write the average to "
              "another name");
   }
+  // An output that cannot be written (no such directory, a device) is named before the inputs
+  // are read, not after: a temporary made and dropped.
+  { io::AtomicFile probe(output); }
   if (formats::format_of(inputs.front()) != formats::Format::tx)
     return average_imported(inputs, output);
   // (A directory is no tx file: the reader below names it as one.)
