@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -352,6 +353,14 @@ int score_model(const Options& o) {
 // script may pass every program; they fit either mode.
 void check_mode_options(const Options& o) {
   const bool model = o.has("model");
+  // sacreBLEU's -m picks the metrics; here it names the model.
+  if (model)
+    for (const std::string& m : o.list("model"))
+      if ((m == "bleu" || m == "chrf" || m == "ter") && !std::filesystem::exists(m))
+        throw UsageError(tx::str("-m ", m,
+                                 ": tx-score's -m is the model to score with (sacreBLEU's "
+                                 "-m picks metrics); for the metric give --metrics ",
+                                 m == "ter" ? "bleu or chrf (tx-score has no TER)" : m));
   for (const tx::app::OptionSpec* s : tx::app::options_of(tx::app::kScore)) {
     const bool metrics_option = s->group == "Metrics" || s->name == "input";
     if ((s->group == "General" && !metrics_option) || s->name == "cpu-threads" ||
@@ -371,6 +380,10 @@ void check_mode_options(const Options& o) {
 
 int score(const Options& o) {
   check_mode_options(o);
+  if (o.has("n-best-feature") && !o.has("n-best-list"))
+    throw UsageError(
+        "--n-best-feature names the score added to an --n-best-list's lines: give --n-best-list, "
+        "or leave it out");
   return o.has("model") ? score_model(o) : score_metrics(o);
 }
 

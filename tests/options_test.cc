@@ -261,3 +261,46 @@ TEST_CASE("options: each mistake is one UsageError naming the flag or key and th
   CHECK_THAT(fails(kTrain, {"--config", dir.file("type.json")}),
              Contains("type.json") && Contains("'heads'") && Contains("integer"));
 }
+
+TEST_CASE("options: another engine's flag or another tx program's is named with tx's own",
+          "[options]") {
+  auto fails = [&](tx::app::Program p, std::vector<std::string> args) {
+    try {
+      parse(p, std::move(args));
+    } catch (const UsageError& e) {
+      const std::string message = e.what();
+      CHECK(message.find('\n') == std::string::npos);
+      return message;
+    }
+    FAIL("no UsageError");
+    return std::string();
+  };
+  const auto translate = tx::app::kTranslate, score = tx::app::kScore;
+  CHECK_THAT(fails(translate, {"--models", "a.npz", "b.npz"}),
+             Contains("--models is Marian's name") && Contains("-m/--model"));
+  CHECK_THAT(fails(translate, {"-m", "a", "--mini-batch-words", "500"}),
+             Contains("Marian's") && Contains("--max-tokens"));
+  CHECK_THAT(fails(translate, {"-m", "a", "--lenpen=0.6"}),
+             Contains("--lenpen is fairseq's") && Contains("--normalize"));
+  CHECK_THAT(fails(translate, {"-m", "a", "-d", "0", "1"}), Contains("--device cuda:N"));
+  CHECK_THAT(fails(translate, {"-m", "a", "--max-length", "100"}),
+             Contains("--max-length-factor"));
+  CHECK_THAT(fails(translate, {"-m", "a", "-n"}), Contains("alone means 0.6"));
+  CHECK_THAT(fails(translate, {"-m", "a", "--output-sampling"}),
+             Contains("--output-sampling full"));
+  CHECK_THAT(fails(translate, {"-m", "a", "--precision", "float16"}),
+             Contains("Marian's name; tx's is fp16"));
+  CHECK_THAT(fails(score, {"-r", "ref", "-tok", "intl"}),
+             Contains("sacreBLEU's") && Contains("--tokenize"));
+  CHECK_THAT(fails(score, {"-r", "ref", "-b"}), Contains("--score-only"));
+  // A flag of another tx program.
+  CHECK_THAT(fails(kTrain, {"--int8"}),
+             Contains("--int8 is a flag of tx-translate and tx-score, not of tx-train"));
+  CHECK_THAT(fails(translate, {"-m", "a", "--after-epochs", "3"}),
+             Contains("flag of tx-train, not of tx-translate"));
+  // A flag nobody has keeps CLI11's words.
+  CHECK_THAT(fails(translate, {"-m", "a", "--bogus"}), Contains("not expected"));
+  // The table names no flag a program has: the same words parse where they are tx's.
+  CHECK(options(kTrain, {"--max-length", "100"}).integer("max-length") == 100);
+  CHECK(options(score, {"-i", "hyp.txt"}).text("input") == "hyp.txt");
+}

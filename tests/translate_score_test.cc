@@ -481,6 +481,14 @@ TEST_CASE("tx-score: model scores are the teacher-forced log-probs, in input ord
   Run input = run(f.dir, TX_SCORE_BIN, args + " -i " + f.dir.file("tgt.txt"));
   CHECK(input.status == 2);
   CHECK_THAT(input.err, Contains("--input is for metrics"));
+  // --n-best-feature names a column of an n-best list: ignored with --tgt, so refused.
+  Run feature = run(f.dir, TX_SCORE_BIN, args + " --n-best-feature F3");
+  CHECK(feature.status == 2);
+  CHECK_THAT(feature.err, Contains("--n-best-feature") && Contains("--n-best-list"));
+  // sacreBLEU's -m picks metrics; tx-score's names the model, and says so.
+  Run metric = run(f.dir, TX_SCORE_BIN, "-m bleu -r " + f.dir.file("tgt.txt"));
+  CHECK(metric.status == 2);
+  CHECK_THAT(metric.err, Contains("--metrics bleu"));
   Run seeded = run(f.dir, TX_SCORE_BIN, args + " --seed 5 --cpu-threads 1");
   CHECK(seeded.status == 0);  // settings a script passes every program
   CHECK(seeded.out == r.out);

@@ -8,6 +8,8 @@
 #include <deque>
 #include <set>
 
+#include "common/foreign_flags.h"
+
 namespace tx::app {
 namespace {
 
@@ -150,6 +152,8 @@ ParseResult parse_command_line(Program program, const std::string& description, 
       throw UsageError(str(flag, " is given ", count, " times; give it once (run '", name,
                            " --help' for the options)"));
     }
+    const std::string advice = foreign_flag_advice(program, what, argc, argv);
+    if (!advice.empty()) throw UsageError(advice);
     throw UsageError(str(what, "; run '", name, " --help' for the options"));
   }
 

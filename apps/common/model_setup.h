@@ -79,6 +79,10 @@ class LoadedModel {
              names_vocabs ? "; leave out -v to use the vocabularies the model names"
                           : "; give the vocab*.spm files tx-train wrote beside it");
 
+    if (file.format == formats::Format::tx && !names_vocabs && recorded_fingerprint.empty())
+      info(options, "the model '", path,
+           "' records no vocab_fingerprint (tx-train wrote it before it recorded one): its "
+           "vocabularies are checked by size only, so give the .spm files trained with it");
     model_ = nn::Transformer(nn::ParamScope::for_loading(backend, params_), config_);
     if (file.format == formats::Format::tx)
       train::load_model(path, backend, config_, params_);

@@ -106,10 +106,20 @@ std::vector<OptionSpec> make_registry() {
                      "GEMM operands: fp32, bf16 or fp16 (f32 sums; weights, optimiser, LayerNorm, "
                      "softmax and loss stay fp32; fp16 training scales the loss). bf16 needs "
                      "AVX-512 on the CPU (docs/precision.md)",
-                     kCompute, device, one_of({"fp32", "bf16", "fp16"})));
+                     kCompute, device, [](const json& v) {
+                       // Marian's names for the same: named, so that its users find tx's.
+                       const std::string p = v.get<std::string>();
+                       const std::string ours = p == "float32"    ? "fp32"
+                                                : p == "float16"  ? "fp16"
+                                                : p == "bfloat16" ? "bf16"
+                                                                  : "";
+                       if (!ours.empty()) return "is Marian's name; tx's is " + ours;
+                       return one_of({"fp32", "bf16", "fp16"})(v);
+                     }));
   t.push_back(option("seed", OptionType::integer, 1,
-                     "Seed of every random choice (initialisation, dropout, shuffling)", kCompute,
-                     device, non_negative));
+                     "Seed of every random choice: tx-train's initialisation, dropout and "
+                     "shuffling, tx-translate's --output-sampling (tx-score draws nothing)",
+                     kCompute, device, non_negative));
 
   t.push_back(option("task", OptionType::text, "transformer-base",
                      "Model preset (paper Table 3): transformer-base or transformer-big", kTrain,
