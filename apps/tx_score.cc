@@ -239,6 +239,13 @@ std::vector<double> model_scores(const Options& o, const tx::app::LoadedModels& 
       for (int64_t r = 0; r < b.size; ++r)
         scores[b.indices[r]] /= std::pow(static_cast<double>(b.tgt_lengths[r]), alpha);
   }
+  // As tx-translate refuses them: a model with finite weights scores NaN only when its
+  // activations overflow.
+  for (int64_t i = 0; i < corpus.size(); ++i)
+    if (std::isnan(scores[static_cast<size_t>(i)]))
+      throw tx::Error(tx::str(where(i, true),
+                              ": the model's score is NaN: its activations overflow "
+                              "(--precision fp16 ends at 65,504; score with bf16 or fp32)"));
   return scores;
 }
 

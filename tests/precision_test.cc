@@ -12,6 +12,7 @@
 #include "core/rng.h"
 #include "gradient_check.h"
 #include "graph/ops.h"
+#include "io/safetensors.h"
 #include "support/backends.h"
 #include "support/programs.h"
 #include "support/train_runs.h"
@@ -275,7 +276,7 @@ TEST_CASE(
   s.update(true);
   s.update(true);
   CHECK(s.scale() == 128);
-  REQUIRE_THROWS_WITH(s.update(true), Catch::Contains("--precision bf16"));
+  REQUIRE_THROWS_WITH(s.update(true), Catch::Contains("--precision fp32"));
   REQUIRE_THROWS_AS(s.restore(0, 0), tx::Error);
 }
 
@@ -426,4 +427,35 @@ TEST_CASE(
   INFO(translated.err);
   CHECK(translated.status == 0);
   CHECK(std::count(translated.out.begin(), translated.out.end(), '\n') == 1);
+
+  // Activations beyond fp16's 65,504 (the first feed-forward layer's weights x 1e5, all finite
+  // in fp16 too) gave empty lines scored -nan with exit 0: an error now; fp32 still runs.
+  tx::io::TensorFile file = tx::io::read_safetensors(dir.file("h/model.safetensors"));
+  bool scaled = false;
+  for (tx::io::NamedTensor& t : file.tensors)
+    if (t.name.find("ffn.fc1.weight") != std::string::npos) {
+      std::vector<float> w = t.to_floats();
+      for (float& x : w) x *= 1e5f;
+      t = tx::io::NamedTensor::from_floats(t.name, t.dtype, t.shape, w);
+      scaled = true;
+    }
+  REQUIRE(scaled);
+  tx::io::write_safetensors(dir.file("loud.safetensors"), file);
+  const std::string loud = "-m " + dir.file("loud.safetensors") + " -v " + dir.file("h/vocab.spm");
+  for (const char* search : {"", " -b 1", " --n-best 2"}) {
+    tx::test::Run nan = tx::test::run_program(
+        dir, TX_TRANSLATE_BIN, loud + search + " --precision fp16 < " + dir.file("in.txt"));
+    INFO(search << ": " << nan.err);
+    CHECK(nan.status == 1);
+    CHECK(nan.out.empty());
+    CHECK(nan.err.find("scores are NaN") != std::string::npos);
+    CHECK(nan.err.find("65,504") != std::string::npos);
+  }
+  CHECK(tx::test::run_program(dir, TX_TRANSLATE_BIN, loud + " < " + dir.file("in.txt")).status ==
+        0);
+  tx::test::Run scored = tx::test::run_program(
+      dir, TX_SCORE_BIN,
+      loud + " --precision fp16 --src " + dir.file("in.txt") + " --tgt " + dir.file("in.txt"));
+  CHECK(scored.status == 1);
+  CHECK(scored.err.find("in.txt' line 1: the model's score is NaN") != std::string::npos);
 }

@@ -520,6 +520,13 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
       first += R;
     }
   }
+  // A NaN would rank nothing (every comparison false) and end in empty lines scored -nan with
+  // success. A model with finite weights gives one only when its activations overflow: in
+  // fp16 (65,504) sooner than in bf16 or fp32.
+  for (float v : top_values)
+    TX_CHECK(!std::isnan(v), "the model's scores are NaN at output step ", cohorts.front().t + 1,
+             ": its activations overflow (--precision fp16 ends at 65,504; translate with bf16 "
+             "or fp32), or its weights are not a trained model's");
 
   // With alignments, the sentences that finish wait for one pass over all of them.
   struct Finished {

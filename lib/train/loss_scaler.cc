@@ -26,8 +26,8 @@ void LossScaler::update(bool overflowed) {
   TX_CHECK(scale_ >= options_.minimum, "--precision fp16: the loss scale fell below ",
            options_.minimum,
            " after updates whose gradients overflowed in a row: the loss diverges or the model "
-           "overflows fp16 in its forward pass; train with --precision bf16 (fp32's range) or "
-           "fp32, or lower the learning rate");
+           "overflows fp16 in its forward pass; train with --precision fp32, or bf16 (fp32's "
+           "range) where the device has it, or lower the learning rate");
 }
 
 void LossScaler::restore(double scale, int64_t clean_updates) {
