@@ -29,7 +29,9 @@ namespace tx::app {
 // target), int8, precision.
 class LoadedModel {
  public:
-  LoadedModel(const Options& options, const std::string& path, Backend& backend) : path_(path) {
+  // `precision`: checked_precision's, once for all models.
+  LoadedModel(const Options& options, const std::string& path, Backend& backend, DType precision)
+      : path_(path) {
     std::vector<std::string> vocabs =  // 1 or 2 when given (checked with the options)
         options.has("vocabs") ? options.list("vocabs") : std::vector<std::string>();
     // The cheap checks first: a tx config is in the header, a vocabulary loads in
@@ -88,7 +90,6 @@ class LoadedModel {
       train::load_model(path, backend, config_, params_);
     else
       nn::load_parameters(std::move(file.params), backend, params_, str("model '", path, "'"));
-    const DType precision = checked_precision(options, backend);
     model_.prepare_inference(backend, options.flag("int8")       ? ops::WeightForm::int8
                                       : precision == DType::bf16 ? ops::WeightForm::bf16
                                       : precision == DType::f16  ? ops::WeightForm::f16
@@ -224,8 +225,11 @@ class LoadedModels {
     }
     register_builtin_backends();
     backend_ = create_backend(options.text("device"), options.backend_options());
+    // Before any model is read (a large one takes a while): --int8 beside --precision, a
+    // precision the device lacks; its note once, not once per model.
+    const DType precision = checked_precision(options, *backend_);
     for (const std::string& path : paths) {
-      models_.push_back(std::make_unique<LoadedModel>(options, path, *backend_));
+      models_.push_back(std::make_unique<LoadedModel>(options, path, *backend_, precision));
       if (models_.size() > 1) {
         check_same_vocabs(*models_.front(), *models_.back());
         check_same_start(*models_.front(), *models_.back());
