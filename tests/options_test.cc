@@ -149,6 +149,12 @@ TEST_CASE("options: --dump-config prints JSON that --config reads back to the sa
 
   write(dir.file("dump.json"), dumped.text);
   CHECK(options(kTrain, {"--config", dir.file("dump.json")}).values() == values);
+  // Byte for byte, defaults too (a number's default 0 dumped as 0, then read back as 0.0).
+  for (auto p : {kTrain, tx::app::kTranslate, tx::app::kScore, kAverage}) {
+    const std::string first = parse(p, {"--dump-config"}).text;
+    write(dir.file("again.json"), first);
+    CHECK(parse(p, {"--config", dir.file("again.json"), "--dump-config"}).text == first);
+  }
 
   // Required options are not needed to dump; given ones are dumped.
   tx::app::ParseResult avg = parse(kAverage, {"-o", "out.safetensors", "a", "b", "--dump-config"});

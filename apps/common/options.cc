@@ -99,7 +99,9 @@ std::vector<const OptionSpec*> options_of(Program program) {
 
 Options::Options(Program program) : program_(program) {
   for (const OptionSpec* s : options_of(program))
-    if (!s->default_for(program).is_null()) values_[s->name] = s->default_for(program);
+    // Typed as a value given is (a number's 0 as 0.0), so that --dump-config's output read
+    // back with --config dumps the same bytes.
+    if (!s->default_for(program).is_null()) values_[s->name] = typed(*s, s->default_for(program));
 }
 
 const OptionSpec& Options::spec(const std::string& name) const {
