@@ -90,9 +90,11 @@ const nn::Transformer& first_model(const std::vector<const nn::Transformer*>& mo
 
 void BeamSearchOptions::validate() const {
   if (sampling.on) {
+    // (tx-translate sets the beam to 1 itself, as Marian: the n-best is what a user gives.)
     TX_CHECK(beam_size == 1 && n_best == 1, "--output-sampling draws one translation per line: ",
-             "it needs --beam-size 1 and --n-best 1 (got ", beam_size, " and ", n_best,
-             "); for several samples of a line, run again with another --seed");
+             beam_size != 1 ? str("it needs --beam-size 1 (got ", beam_size, ")")
+                            : str("--n-best ", n_best, " asks for more; give --n-best 1"),
+             " (for several samples of a line, run again with another --seed)");
     TX_CHECK(std::isfinite(sampling.temperature) && sampling.temperature > 0,
              "--output-sampling: the temperature ", sampling.temperature, " must be positive");
     TX_CHECK(sampling.top_k >= 0, "--output-sampling topk ", sampling.top_k,
