@@ -391,7 +391,7 @@ TEST_CASE("io AtomicFile: an uncommitted write leaves the old file and no temp b
   CHECK(slurp(path).empty());
 }
 
-TEST_CASE("io AtomicFile: a link is written through; a pipe or a directory is refused", "[io]") {
+TEST_CASE("io AtomicFile: a link is written through, a pipe or a directory is refused", "[io]") {
   TempDir dir;
   fs::create_directory(dir.file("real"));
   spit(dir.file("real/model"), "old");

@@ -289,14 +289,14 @@ TEST_CASE("train checkpoint: a failed save leaves the previous checkpoint byte-i
                                                  run.state(), {{"tx.model_config", "{}"}}),
                       Contains("reserved"));
   }
-  SECTION("the rename into place fails") {
-    // A directory where the file should go: rename() cannot replace it.
+  SECTION("a directory stands where the file should go") {
+    // Refused before anything is written (a rename could not replace it anyway).
     const std::string blocked = dir.file("blocked.safetensors");
     std::filesystem::create_directory(blocked);
     std::filesystem::create_directory(blocked + "/inside");
     CHECK_THROWS_WITH(
         tx::train::save_checkpoint(blocked, *be, run.config, run.params, run.adam, run.state()),
-        Contains("rename failed"));
+        Contains("it is a directory"));
     CHECK(std::filesystem::is_directory(blocked + "/inside"));
     std::filesystem::remove_all(blocked);
   }
