@@ -202,11 +202,14 @@ std::vector<double> model_scores(const Options& o, const tx::app::LoadedModels& 
   const int64_t limit = m.max_length();
   for (int64_t i = 0; i < corpus.size(); ++i) {
     const bool src_long = tx::data::source_row_length(corpus.src_length(i)) > limit;
-    if (src_long || tx::data::target_row_length(corpus.tgt_length(i)) > limit)
+    if (src_long || tx::data::target_row_length(corpus.tgt_length(i)) > limit) {
+      // Beyond `limit` pieces a line was split only so far (CorpusOptions::split_limit).
+      const int64_t tokens = src_long ? corpus.src_length(i) : corpus.tgt_length(i);
       throw tx::Error(tx::str(where(i, src_long), ": ",
-                              src_long ? corpus.src_length(i) : corpus.tgt_length(i),
+                              tokens > limit ? tx::str("more than ", limit) : tx::str(tokens),
                               " tokens, but the model covers ", limit - 1, " (its max_length is ",
                               limit, "); shorten or split the pair, or leave it out"));
+    }
   }
 
   const double alpha = o.number("normalize");
@@ -293,8 +296,12 @@ int score_nbest(const Options& o, const tx::app::LoadedModels& m) {
       const int64_t i = nbest.back().index;
       auto src = source_ids.find(i);
       if (src == source_ids.end())
-        src = source_ids.emplace(i, m.src_vocab().encode(sources[static_cast<size_t>(i)])).first;
-      corpus.add(src->second, m.tgt_vocab().encode(nbest.back().text()), reader->line_number());
+        src = source_ids
+                  .emplace(
+                      i, m.src_vocab().encode_head(sources[static_cast<size_t>(i)], m.max_length()))
+                  .first;
+      corpus.add(src->second, m.tgt_vocab().encode_head(nbest.back().text(), m.max_length()),
+                 reader->line_number());
     }
   }
   // The features the list already names ("F0=" -> F0): the new one must be another.
@@ -343,6 +350,9 @@ int score_model(const Options& o) {
   tx::data::CorpusOptions co;
   co.empty_lines = tx::data::EmptyLines::kKeep;  // one score per pair, whatever it holds
   co.num_threads = o.int32("cpu-threads");
+  // A pair beyond the model's positions is refused (model_scores): a runaway line's tail
+  // need not be split to know that.
+  co.split_limit = m.max_length();
   const tx::data::ParallelCorpus corpus =
       tx::data::load_parallel_corpus(src, tgt, m.src_vocab(), m.tgt_vocab(), co);
   const std::vector<double> scores = model_scores(o, m, corpus, [&](int64_t i, bool src_side) {

@@ -973,6 +973,12 @@ TEST_CASE("Hugging Face model directory: tx-average and tx-train never write ove
   CHECK_THAT(average.err, Catch::Contains("is a file the input model directory"));
   Run config = run_program(dir, TX_AVERAGE_BIN, "-o " + hf + "/config.json " + hf);
   CHECK(config.status == 1);
+  // Nor through a link (the write lands on the file the link names).
+  std::filesystem::create_symlink("hf/model.safetensors", dir.file("out"));
+  Run linked = run_program(dir, TX_AVERAGE_BIN, "-o " + dir.file("out") + " " + hf);
+  CHECK(linked.status == 1);
+  CHECK_THAT(linked.err, Catch::Contains("is a file the input model directory"));
+  CHECK(slurp(hf + "/model.safetensors") == weights);
   // Beside its files, another one is fine, and so is the same command again.
   for (int run = 0; run < 2; ++run) {
     Run beside = run_program(dir, TX_AVERAGE_BIN, "-o " + hf + "/averaged.safetensors " + hf);

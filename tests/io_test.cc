@@ -1,6 +1,7 @@
 // io: safetensors write/read (round trip, exact bytes, hand-built files, every corruption),
 // atomic writes, TensorFile conversions and ModelConfig (presets, JSON, validation).
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -417,6 +418,13 @@ TEST_CASE("io AtomicFile: a link is written through, a pipe or a directory is re
   CHECK(fs::is_fifo(dir.file("fifo")));
   CHECK_THROWS_WITH(tx::io::AtomicFile(dir.file("real")), Contains("it is a directory"));
   CHECK_THROWS_WITH(tx::io::AtomicFile("/dev/null"), Contains("it is a device"));
+  // /dev/stdout on a pipe: /proc's link names "pipe:[N]", no path; stat() says what it is.
+  int ends[2];
+  REQUIRE(::pipe(ends) == 0);
+  CHECK_THROWS_WITH(tx::io::AtomicFile("/proc/self/fd/" + std::to_string(ends[1])),
+                    Contains("it is a pipe"));
+  ::close(ends[0]);
+  ::close(ends[1]);
   CHECK(dir.entries() == std::vector<std::string>{"fifo", "fresh", "hop", "loop", "model", "real"});
 }
 

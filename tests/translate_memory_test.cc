@@ -85,7 +85,7 @@ TEST_CASE("tx-translate: resident memory after 60,000 lines is within 4 MB of th
         4096);  // 1.5-1.9 MB measured on 2026-11-26: allocator and thread noise
 }
 
-TEST_CASE("tx-translate: an 8 MB line costs the memory of the pieces the model reads, not of all",
+TEST_CASE("tx-translate and tx-score: an 8 MB line costs the memory of the pieces read, not of all",
           "[apps][memory]") {
 #if defined(__SANITIZE_ADDRESS__)
   std::puts("SKIPPED: resident memory is not the program's under AddressSanitizer");
@@ -117,4 +117,15 @@ TEST_CASE("tx-translate: an 8 MB line costs the memory of the pieces the model r
   std::string out = tx::test::slurp(dir.file("out.txt"));
   CHECK(std::count(out.begin(), out.end(), '\n') == 2);
   CHECK_THAT(tx::test::slurp(dir.file("err.txt")), Catch::Contains("cropped 1 source line"));
+
+  // tx-score refuses a pair beyond the model's positions: it splits the line only so far.
+  const std::string score = std::string(TX_SCORE_BIN) + " -m " + dir.file("m/model.safetensors") +
+                            " -v " + dir.file("m/vocab.spm") + " --cpu-threads 1 --src " +
+                            dir.file("in.txt") + " --tgt " + dir.file("in.txt");
+  const long refused_kb = peak_rss_kb("{ " + score + " 2> " + dir.file("score.err") + "; true; }");
+  INFO("tx-score on the 8 MB line: " << refused_kb << " kB");
+  REQUIRE(refused_kb > 0);
+  CHECK(refused_kb - base_kb < 64 * 1024);
+  CHECK_THAT(tx::test::slurp(dir.file("score.err")),
+             Catch::Contains("in.txt' line 1: more than 1024 tokens"));
 }

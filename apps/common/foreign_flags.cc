@@ -23,7 +23,8 @@ constexpr Foreign kForeign[] = {
      "give the model to -m/--model (a fairseq checkpoint is converted once: docs/models.md)"},
     {"-d", kRun | kTrain, "Marian's",
      "use --device cuda:N (one GPU per process) or --cpu-threads N"},
-    {"--devices", kRun | kTrain, "Marian's",
+    {"--devices", kRun, "Marian's", "use --device cuda:N (one GPU) or --cpu-threads N"},
+    {"--devices", kTrain, "Marian's",
      "use --device cuda:N (one GPU per process; mpirun for several) or --cpu-threads N"},
     {"--cpu", kRun | kTrain, "fairseq's", "--device cpu is the default"},
     {"--fp16", kRun | kTrain, "fairseq's", "use --precision fp16"},
@@ -58,7 +59,8 @@ constexpr Foreign kForeign[] = {
     {"-b", kScore, "sacreBLEU's", "use --score-only"},
     {"-l", kScore, "sacreBLEU's", "tx-score needs no language pair; leave it out"},
     {"--language-pair", kScore, "sacreBLEU's", "tx-score needs no language pair; leave it out"},
-    {"-w", kScore, "sacreBLEU's", "tx-score prints sacreBLEU's default width; leave it out"},
+    {"-w", kScore, "sacreBLEU's (width) and marian-scorer's (workspace)",
+     "tx-score prints sacreBLEU's width and takes the memory it needs; leave it out"},
     {"--width", kScore, "sacreBLEU's", "tx-score prints sacreBLEU's default width; leave it out"},
 };
 
@@ -72,6 +74,8 @@ constexpr Implicit kImplicit[] = {
     {"--normalize", kTranslate, "Marian's -n alone means 0.6: give the value (-n 0.6)"},
     {"--output-sampling", kTranslate,
      "Marian's --output-sampling alone means full: give --output-sampling full"},
+    {"--n-best", kTranslate,
+     "Marian's --n-best alone prints all --beam-size hypotheses: give that count (--n-best 5)"},
 };
 
 }  // namespace

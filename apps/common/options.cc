@@ -101,7 +101,11 @@ Options::Options(Program program) : program_(program) {
   for (const OptionSpec* s : options_of(program))
     // Typed as a value given is (a number's 0 as 0.0), so that --dump-config's output read
     // back with --config dumps the same bytes.
-    if (!s->default_for(program).is_null()) values_[s->name] = typed(*s, s->default_for(program));
+    if (!s->default_for(program).is_null()) {
+      values_[s->name] = typed(*s, s->default_for(program));
+      TX_CHECK(!values_[s->name].is_null(), "the default of --", s->name,
+               " is not of its type; fix its row in apps/common/option_table.cc");
+    }
 }
 
 const OptionSpec& Options::spec(const std::string& name) const {

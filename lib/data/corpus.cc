@@ -123,8 +123,10 @@ ParallelCorpus load_parallel_corpus(LineReader& src, LineReader& tgt, const Voca
       }
       ++count;
     }
-    encode_chunk(src_lines, tgt_lines, count, src_vocab, tgt_vocab, options.max_src_tokens,
-                 options.max_tgt_tokens, threads, src_ids, tgt_ids);
+    encode_chunk(src_lines, tgt_lines, count, src_vocab, tgt_vocab,
+                 options.max_src_tokens > 0 ? options.max_src_tokens : options.split_limit,
+                 options.max_tgt_tokens > 0 ? options.max_tgt_tokens : options.split_limit, threads,
+                 src_ids, tgt_ids);
     for (size_t i = 0; i < count; ++i) {
       int64_t line = ++stats.pairs_read;
       const auto& s = src_ids[i];

@@ -24,6 +24,9 @@ struct CorpusOptions {
   // pieces, without the eos/bos the batcher adds.
   int64_t max_src_tokens = 0;
   int64_t max_tgt_tokens = 0;
+  // Where no drop limit is set: pieces beyond which a line is not split (Vocab::encode_head),
+  // for a caller that refuses longer pairs itself (tx-score); 0: split every line whole.
+  int64_t split_limit = 0;
   // Threads that encode (0: the number of cores). Ids do not depend on it.
   int32_t num_threads = 0;
 };

@@ -523,10 +523,13 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
     }
   }
   // A NaN would rank nothing (every comparison false) and end in empty lines scored -nan with
-  // success. A model with finite weights gives one only when its activations overflow: in
-  // fp16 (65,504) sooner than in bf16 or fp32.
+  // success; an infinite logit (greedy search without scores skips the log-softmax that turns
+  // it into NaNs) would win every step. Masks and dead rows are finite (kDead), so a model with
+  // finite weights gives either only when its activations overflow: in fp16 (65,504) sooner
+  // than in bf16 or fp32.
   for (float v : top_values)
-    TX_CHECK(!std::isnan(v), "the model's scores are NaN at output step ", cohorts.front().t + 1,
+    TX_CHECK(std::isfinite(v), "the model's scores are NaN or infinite at output step ",
+             cohorts.front().t + 1,
              ": its activations overflow (--precision fp16 ends at 65,504; translate with bf16 "
              "or fp32), or its weights are not a trained model's");
 

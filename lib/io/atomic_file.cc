@@ -32,24 +32,6 @@ std::string errno_text() {
   return std::strerror(errno);
 }
 
-// The file a write to `path` should replace: the end of its chain of symbolic links (a link is
-// written through, as `cp` and a plain open() do, not replaced by a file), or `path` itself.
-std::string link_target(const std::string& path) {
-  std::string at = path;
-  for (int hop = 0; hop < 40; ++hop) {  // Linux's own limit on links followed
-    struct stat st;
-    if (::lstat(at.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return at;
-    std::string to(static_cast<size_t>(st.st_size > 0 ? st.st_size : 4096) + 1, '\0');
-    const ssize_t n = ::readlink(at.c_str(), to.data(), to.size());
-    if (n < 0 || static_cast<size_t>(n) >= to.size()) return at;  // let open() say why
-    to.resize(static_cast<size_t>(n));
-    at = !to.empty() && to[0] == '/' ? to : dir_of(at) + "/" + to;
-  }
-  throw Error(str("cannot write '", path,
-                  "': too many levels of symbolic links; give the file's "
-                  "own path"));
-}
-
 // What a non-regular file at `path` is ("a device"), or "" when there is none or it is a file.
 std::string not_a_regular_file(const std::string& path) {
   struct stat st;
@@ -62,12 +44,35 @@ std::string not_a_regular_file(const std::string& path) {
 
 }  // namespace
 
+std::string link_target(const std::string& path) {
+  std::string at = path;
+  for (int hop = 0; hop < 40; ++hop) {  // Linux's own limit on links followed
+    struct stat st;
+    if (::lstat(at.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return at;
+    std::string to(static_cast<size_t>(st.st_size > 0 ? st.st_size : 4096) + 1, '\0');
+    const ssize_t n = ::readlink(at.c_str(), to.data(), to.size());
+    if (n < 0 || static_cast<size_t>(n) >= to.size()) return at;  // let open() say why
+    to.resize(static_cast<size_t>(n));
+    // /proc's links to what has no path ("pipe:[2304041]", "anon_inode:..."): stat() on the
+    // link itself says what it is.
+    if (!to.empty() && to[0] != '/' &&
+        (to.find(":[") != std::string::npos || to.rfind("anon_inode:", 0) == 0))
+      return at;
+    at = !to.empty() && to[0] == '/' ? to : dir_of(at) + "/" + to;
+  }
+  throw Error(str("cannot write '", path,
+                  "': too many levels of symbolic links; give the file's "
+                  "own path"));
+}
+
 AtomicFile::AtomicFile(const std::string& path) : path_(path) {
   TX_CHECK(!path.empty() && path.back() != '/', "cannot write '", path,
            "': the path names a directory, not a file; give a file name");
-  target_ = link_target(path);
   // The rename would put a file where a device, a pipe or a directory was (as root, in /dev).
-  const std::string kind = not_a_regular_file(target_);
+  // The path first: stat() follows /dev/stdout's /proc link to the pipe the shell made.
+  std::string kind = not_a_regular_file(path);
+  target_ = link_target(path);
+  if (kind.empty()) kind = not_a_regular_file(target_);
   TX_CHECK(kind.empty(), "cannot write '", path, "': it is ", kind,
            ", and tx writes a new file beside the destination then renames it into place; give "
            "the path of a regular file");

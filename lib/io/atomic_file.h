@@ -42,6 +42,11 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+// The file a write to `path` replaces: the end of its chain of symbolic links (a link is
+// written through, as `cp` and a plain open() do, not replaced by a file), or `path` itself.
+// Throws tx::Error for a loop of links.
+std::string link_target(const std::string& path);
+
 // Removes the temporaries that AtomicFiles of processes no longer running left in `dir` (a
 // kill -9 or a power loss gives no chance to clean up); returns how many. Temporaries of live
 // processes are kept: they may be writing now. Errors are ignored: cleaning is best effort.

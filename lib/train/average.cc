@@ -170,7 +170,8 @@ AverageSummary average_checkpoints(const std::vector<std::string>& inputs,
   // A model directory (Hugging Face, fairseq) is read through its files: the output may not
   // replace one of them (model.safetensors is its weights; the .json files its config and
   // vocabulary, the .spm and dict .txt files its pieces). Another file beside them may.
-  const fs::path out_path(output);
+  // Where the write lands: a link's file, not the link (AtomicFile writes through links).
+  const fs::path out_path(io::link_target(output));
   const std::string ext = out_path.extension().string();
   const bool read_by_model =
       out_path.filename() == "model.safetensors" ||

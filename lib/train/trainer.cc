@@ -179,7 +179,7 @@ void log_span(const DisplaySpan& span, int64_t epoch, int64_t update, int64_t se
     log("Ep. ", epoch, " : Up. ", grouped(update), " : Sen. ", grouped(sentences), " : Cost ",
         fixed(cost, 2), " : Time ", fixed(secs, 1), "s : ", grouped(int64_t(std::llround(wps))),
         " words/s : gNorm ", fixed(grad_norm, 4), " : L.r. ", scientific(lr),
-        scaler.enabled() ? str(" : Loss scale ", scaler.scale()) : std::string());
+        scaler.enabled() ? " : Loss scale " + shortest(float(scaler.scale())) : std::string());
   nlohmann::json j = {{"type", "train"},        {"epoch", epoch},
                       {"update", update},       {"sentences", sentences},
                       {"cost", cost},           {"time_s", secs},
