@@ -40,6 +40,22 @@ def unique_tensors(state):
     return tensors
 
 
+def load(path):
+    """A PyTorch checkpoint with its Python objects (fairseq keeps an argparse Namespace or an
+    omegaconf config beside the weights, which torch >= 2.6's weights_only default refuses):
+    read only checkpoints you trust, as torch.load always did before."""
+    if not os.path.isfile(path):
+        sys.exit(f"to_safetensors.py: {path} not found")
+    try:
+        import torch
+    except ImportError:
+        sys.exit("to_safetensors.py: needs PyTorch (and safetensors): pip install torch safetensors")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except TypeError:  # torch before 1.13 has no weights_only
+        return torch.load(path, map_location="cpu")
+
+
 def save(tensors, dst, metadata):
     from safetensors.torch import save_file
 
@@ -51,13 +67,12 @@ def save(tensors, dst, metadata):
 def huggingface(directory):
     src = os.path.join(directory, "pytorch_model.bin")
     dst = os.path.join(directory, "model.safetensors")
-    if os.path.exists(dst):
-        sys.exit(f"to_safetensors.py: {dst} exists already; nothing to do")
+    if os.path.exists(dst):  # done before: a rerun succeeds, as there is nothing to do
+        print(f"to_safetensors.py: {dst} exists already; nothing to do", file=sys.stderr)
+        return
     if not os.path.exists(src):
         sys.exit(f"to_safetensors.py: {src} not found; give a Hugging Face model directory")
-    import torch
-
-    tensors = unique_tensors(torch.load(src, map_location="cpu"))
+    tensors = unique_tensors(load(src))
     save(tensors, dst, {"format": "pt"})
     print(f"to_safetensors.py: wrote {dst} ({len(tensors)} tensors)", file=sys.stderr)
 
@@ -76,11 +91,10 @@ def plain(value):
 
 
 def fairseq(checkpoint, data_bin, out_dir, spm):
+    out_dir = os.path.normpath(out_dir)  # "wmt-ende/" would put its ".tmp" inside it
     if os.path.exists(out_dir):
         sys.exit(f"to_safetensors.py: {out_dir} exists already; give a new directory")
-    import torch
-
-    state = torch.load(checkpoint, map_location="cpu")
+    state = load(checkpoint)
     if not isinstance(state, dict) or "model" not in state:
         sys.exit(f"to_safetensors.py: {checkpoint} is not a fairseq checkpoint (no 'model' entry)")
     if state.get("cfg") is not None:

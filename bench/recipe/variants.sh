@@ -16,10 +16,17 @@
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 bin="${TX_BIN:-$root/build/apps}"
+[ $# -ge 5 ] || { echo "usage: $0 DATA_DIR VOCAB|- OUT_DIR DEVICE NAME=\"FLAGS\" [NAME=\"FLAGS\" ...]" >&2; exit 2; }
 data="$1" vocab="$2" out="$3" device="$4"
 shift 4
+for variant in "$@"; do
+  case "$variant" in *=*) ;; *) echo "variants.sh: '$variant' is no NAME=\"FLAGS\" (base=\"\" for the config alone)" >&2; exit 2 ;; esac
+done
+# Ctrl-C ends the runs too (a run stopped by its signal would otherwise be scored as finished).
+trap 'trap - INT TERM; kill $(jobs -p) 2>/dev/null; wait; exit 130' INT TERM
 seeds="${SEEDS:-1}" jobs="${JOBS:-1}" normalize="${NORMALIZE:-1.8}"
 mkdir -p "$out"
+failed="$out/.failed.$$"  # the runs of this invocation that failed or stopped
 
 # One run: trains NAME with FLAGS and SEED into OUT/NAME.sSEED, appends its line to summary.txt.
 run() {
@@ -35,25 +42,38 @@ run() {
     --valid-sets "$data/val.en" "$data/val.de" -m "$dir" 2>"$log"
   rc=$?
   t1=$(date +%s.%N)
-  if [ "$rc" != 0 ]; then
-    echo "$name seed $seed [$flags]: rc $rc, see $log" >>"$out/summary.txt"
+  if [ "$rc" != 0 ] || grep -q "stopping on" "$log"; then
+    echo "$name seed $seed [$flags]: rc $rc, stopped or failed, see $log" >>"$out/summary.txt"
+    echo "$name.s$seed" >>"$failed"
     return
   fi
   vfile="$vocab"
   [ "$vocab" != - ] || vfile="$dir/vocab.spm"
-  "$bin/tx-average" --last 3 -m "$dir" -o "$dir/averaged.safetensors" 2>>"$log"
+  if ! "$bin/tx-average" --last 3 -m "$dir" -o "$dir/averaged.safetensors" 2>>"$log"; then
+    echo "$name seed $seed [$flags]: rc 0, averaging failed, see $log" >>"$out/summary.txt"
+    echo "$name.s$seed" >>"$failed"
+    return
+  fi
   local scores="" m
   for m in model averaged; do
     "$bin/tx-translate" -m "$dir/$m.safetensors" -v "$vfile" --device "$device" --beam-size 5 \
       --normalize "$normalize" --quiet <"$data/val.en" >"$dir/val.$m.de" 2>>"$log"
     scores+=" $m $("$bin/tx-score" -r "$data/val.de" --metrics bleu --score-only --quiet \
-      <"$dir/val.$m.de" | head -1)"
+      <"$dir/val.$m.de" 2>>"$log" | head -1)"
   done
   echo "$name seed $seed [$flags]: rc $rc, $(awk "BEGIN{printf \"%.0f\", $t1 - $t0}") s, val BLEU:$scores," \
     "last $(grep 'cross-entropy :' "$log" | tail -1 | grep -o 'Up\. [0-9,]* : cross-entropy : [0-9.]*')" \
     >>"$out/summary.txt"
 }
 
+# This invocation's runs replace their earlier lines (their directories are made anew): the
+# means below are over the runs this summary describes.
+if [ -f "$out/summary.txt" ]; then
+  for variant in "$@"; do
+    grep -v -e "^${variant%%=*} seed " -e "^${variant%%=*}: " "$out/summary.txt" >"$out/summary.txt.new" || true
+    mv "$out/summary.txt.new" "$out/summary.txt"
+  done
+fi
 names=()
 for variant in "$@"; do
   name="${variant%%=*}" flags="${variant#*=}"
@@ -67,5 +87,8 @@ wait
 # Each variant's mean val BLEU (averaged model) over its seeds, in the order given.
 for name in "${names[@]}"; do
   grep "^$name seed " "$out/summary.txt" | sed -n 's/.* averaged \([0-9][0-9.]*\),.*/\1/p' |
-    awk -v n="$name" '{s += $1; k++; v = v " " $1} END {if (k) printf "%s: val BLEU (averaged) mean %.2f over %d seeds:%s\n", n, s / k, k, v}'
+    awk -v n="$name" '{s += $1; k++; v = v " " $1} END {if (k) printf "%s: val BLEU (averaged) mean %.2f over %d seeds:%s\n", n, s / k, k, v; else printf "%s: no run scored\n", n}'
 done | tee -a "$out/summary.txt"
+# Non-zero when a run of this invocation failed or stopped.
+[ ! -s "$failed" ] || { echo "variants.sh: failed or stopped: $(tr '\n' ' ' <"$failed")" >&2; rm -f "$failed"; exit 1; }
+rm -f "$failed"

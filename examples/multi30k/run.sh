@@ -8,7 +8,8 @@
 # DATA_DIR holds train.{en,de}, val.{en,de} and test2016.{en,de} (../shared/data/multi30k
 # here); WORK_DIR (default multi30k-work) gets the model, the translations and the scores.
 # The options are in config.json beside this script (tx-train --config); flags after the two
-# directories override them, e.g. `run.sh data work --after-epochs 5`.
+# directories override them, e.g. `run.sh data work --after-epochs 10`. Ctrl-C saves the
+# checkpoint and exits 130; the same command again resumes.
 # TX_BIN: where the programs are (default: build/apps of this repository). AVERAGE: how many
 # snapshots to average (default 3, at most config.json's keep-last). BEAM: default 5.
 # NORMALIZE: tx-translate's length normalisation (default 1.8, chosen on val).
@@ -16,10 +17,13 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 bin="${TX_BIN:-$root/build/apps}"
-[ $# -ge 1 ] || { echo "usage: $0 DATA_DIR [WORK_DIR] [tx-train flags]" >&2; exit 2; }
+usage="usage: $0 DATA_DIR [WORK_DIR [tx-train flags]]"
+[ $# -ge 1 ] || { echo "$usage" >&2; exit 2; }
 data="$1"
 work="${2:-multi30k-work}"
+case "$work" in -*) echo "run.sh: error: '$work' is a flag; give WORK_DIR before the flags ($usage)" >&2; exit 2 ;; esac
 shift $(( $# >= 2 ? 2 : 1 ))
+[ -x "$bin/tx-train" ] || { echo "run.sh: error: no tx-train in '$bin'; build tx (README.md) or set TX_BIN to the folder of the programs" >&2; exit 1; }
 for f in train.en train.de val.en val.de test2016.en test2016.de; do
   [ -f "$data/$f" ] || { echo "run.sh: error: '$data/$f' is missing; give the Multi30k data directory" >&2; exit 1; }
 done
@@ -29,9 +33,22 @@ beam="${BEAM:-5}"
 normalize="${NORMALIZE:-1.8}"
 
 start=$(date +%s)
-"$bin/tx-train" --config "$here/config.json" "$@" \
-  --train-sets "$data/train.en" "$data/train.de" --valid-sets "$data/val.en" "$data/val.de" \
-  -m "$work/model" 2> >(tee -a "$work/train.log" >&2)
+# Ctrl-C reaches the whole job: tx-train then finishes its update and saves, while the tee
+# ignores it (a tee killed first would take tx-train's stderr, and tx-train with it, before
+# the save). A stopped run is resumed by the same command, so nothing after training runs.
+interrupted=0
+trap 'interrupted=1' INT TERM
+logged=$(stat -c %s "$work/train.log" 2>/dev/null || echo 0)
+# (A pipeline, not 2> >(tee): its end is tee's too, so the log is complete below.)
+{ "$bin/tx-train" --config "$here/config.json" "$@" \
+    --train-sets "$data/train.en" "$data/train.de" --valid-sets "$data/val.en" "$data/val.de" \
+    -m "$work/model" 2>&1 >&3 | (trap '' INT TERM; exec tee -a "$work/train.log") >&2; } 3>&1
+trap - INT TERM
+# A signal to tx-train alone (a scheduler's, a kill) stops it with success too: its log says so.
+if [ "$interrupted" = 1 ] || tail -c +$(( logged + 1 )) "$work/train.log" | grep -q "stopping on"; then
+  echo "run.sh: training stopped on a signal, its checkpoint saved; run the same command again to go on" >&2
+  exit 130
+fi
 trained=$(date +%s)
 
 "$bin/tx-average" --last "$average" -m "$work/model" -o "$work/model/averaged.safetensors"
@@ -39,7 +56,7 @@ trained=$(date +%s)
 # Translate with the averaged model and, for comparison, the last one; greedy and beam.
 vocab="$work/model/vocab.spm"
 for model in averaged model; do
-  for b in "$beam" 1; do
+  for b in $(printf '%s\n' "$beam" 1 | sort -u); do
     "$bin/tx-translate" -m "$work/model/$model.safetensors" -v "$vocab" --beam-size "$b" \
       --normalize "$normalize" --quiet < "$data/test2016.en" > "$work/test2016.$model.beam$b.de"
   done
@@ -51,7 +68,7 @@ translated=$(date +%s)
 
 {
   for model in averaged model; do
-    for b in "$beam" 1; do
+    for b in $(printf '%s\n' "$beam" 1 | sort -rnu); do
       printf '%-9s beam %-2s ' "$model" "$b"
       "$bin/tx-score" -r "$data/test2016.de" --metrics bleu --quiet \
         < "$work/test2016.$model.beam$b.de" | head -1
@@ -63,7 +80,9 @@ translated=$(date +%s)
   echo "chrF (averaged, beam $beam):"
   "$bin/tx-score" -r "$data/test2016.de" --metrics chrf --quiet < "$work/test2016.averaged.beam$beam.de"
   echo "time: training $(( trained - start ))s, averaging + translating $(( translated - trained ))s, total $(( translated - start ))s on $(nproc) cores"
-} | tee "$work/scores.txt"
+} | tee "$work/scores.txt.tmp"
+# Complete or absent: seeds.sh takes a seed with a scores.txt as done.
+mv "$work/scores.txt.tmp" "$work/scores.txt"
 
 # The curve, where a Python with matplotlib is found (Debian: python3-matplotlib).
 for py in python3 /usr/bin/python3; do

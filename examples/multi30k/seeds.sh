@@ -25,13 +25,22 @@ done
 
 # "averaged  beam 5  BLEU|... = 39.58 69.9/..." -> 39.58; "time: training 3898s, ..." -> 3898.
 bleu() { sed -n "s/^$1 *beam $beam .*BLEU|[^ ]* = \([0-9.]*\) .*/\1/p" "$2" | head -1; }
+# A figure missing from a seed's scores (another BEAM, a file from an older run.sh) would shift
+# the columns the statistics read: named instead.
+need() {
+  [ -n "$1" ] || { echo "seeds.sh: error: '$3' has no $2; rerun that seed (remove its scores.txt) or give the BEAM it was scored at" >&2; exit 1; }
+}
+rows=""
+for seed in $seeds; do
+  s="$work/seed$seed/scores.txt"
+  t=$(bleu averaged "$s"); need "$t" "test2016 BLEU of the averaged model at beam $beam" "$s"
+  v=$(bleu val "$s"); need "$v" "val BLEU at beam $beam" "$s"
+  secs=$(sed -n 's/^time: training \([0-9]*\)s.*/\1/p' "$s"); need "$secs" "training time" "$s"
+  rows+=$(printf '%-5s %-9s %-6s %s' "$seed" "$t" "$v" "$secs")$'\n'
+done
 {
   printf 'seed  test2016  val    training_s\n'
-  for seed in $seeds; do
-    s="$work/seed$seed/scores.txt"
-    printf '%-5s %-9s %-6s %s\n' "$seed" "$(bleu averaged "$s")" "$(bleu val "$s")" \
-      "$(sed -n 's/^time: training \([0-9]*\)s.*/\1/p' "$s")"
-  done
+  printf '%s' "$rows"
 } | tee "$work/summary.txt"
 awk 'NR > 1 { t[NR] = $2; v[NR] = $3; n++; st += $2; sv += $3; if ($4 > m) m = $4 }
      END {

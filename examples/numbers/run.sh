@@ -11,6 +11,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 bin="${TX_BIN:-$root/build/apps}"
 work="${1:-numbers-work}"
+[ -x "$bin/tx-train" ] || { echo "run.sh: error: no tx-train in '$bin'; build tx (README.md) or set TX_BIN to the folder of the programs" >&2; exit 1; }
 mkdir -p "$work"
 work="$(cd "$work" && pwd)"
 
@@ -31,17 +32,21 @@ rm -rf "$work/model"
 updates=()
 [ -n "${TX_NUMBERS_UPDATES:-}" ] && updates=(--after-updates "$TX_NUMBERS_UPDATES")
 start=$(date +%s)
-"$bin/tx-train" --config "$here/config.json" "${updates[@]}" \
-  --train-sets "$work/data/train.en" "$work/data/train.de" \
-  --valid-sets "$work/data/valid.en" "$work/data/valid.de" -m "$work/model" \
-  2> >(tee "$work/train.log" | grep --line-buffered -E "Up\. [0-9,]+ : (Sen|cross)|vocabulary|model:" \
-       | sed -u 's/^\[[^]]*\] /  /' >&2)
+# The log in full to train.log, a few of its lines (and any error) on the terminal; a pipeline,
+# so that tx-train's exit status (pipefail) and all of its lines are in before the next step.
+{ "$bin/tx-train" --config "$here/config.json" "${updates[@]}" \
+    --train-sets "$work/data/train.en" "$work/data/train.de" \
+    --valid-sets "$work/data/valid.en" "$work/data/valid.de" -m "$work/model" 2>&1 >&3 |
+    tee "$work/train.log" |
+    sed -u -n -E '/Up\. [0-9,]+ : (Sen|cross)|vocabulary|model:|error/ { s/^\[[^]]*\] /  /; p }' >&2
+} 3>&1
 echo "  trained in $(( $(date +%s) - start ))s; the log is $work/train.log"
 
 step "3. translate the test set (tx-translate, beam 5)"
 "$bin/tx-translate" -m "$work/model/model.safetensors" -v "$work/model/vocab.spm" \
   --beam-size 5 --quiet < "$work/data/test.en" > "$work/test.hyp.de"
-[ "$(wc -l <"$work/test.hyp.de")" -eq "$(wc -l <"$work/data/test.en")" ]
+[ "$(wc -l <"$work/test.hyp.de")" -eq "$(wc -l <"$work/data/test.en")" ] ||
+  { echo "run.sh: error: $work/test.hyp.de has not one line per line of $work/data/test.en" >&2; exit 1; }
 printf '  %-52s %-52s %s\n' "input" "output" "reference (if different)"
 # A unit separator, not a tab: read would merge the tabs around an empty output.
 paste -d $'\x1f' <(head -12 "$work/data/test.en") <(head -12 "$work/test.hyp.de") \

@@ -294,8 +294,11 @@ TrainerResult Trainer::run() {
   const int ranks = world.size();
   const bool writer = world.rank() == 0;  // the one process that writes files and logs
   const bool quiet = o.quiet || !writer;
-  // A file-size limit must surface as a failed write (tx::Error), not kill the process.
+  // A file-size limit must surface as a failed write (tx::Error), not kill the process; nor may
+  // the end of a pipe that reads the log (a `| tee` that Ctrl-C ended first) kill it before
+  // the save it is making: its log lines are then lost, the training is not.
   std::signal(SIGXFSZ, SIG_IGN);
+  std::signal(SIGPIPE, SIG_IGN);
 
   // ---- set-up: inputs, the model, the optimiser, the step -------------------------------------
   // A refusal after check_run_options (the data, another vocabulary, another architecture)
