@@ -19,15 +19,31 @@ def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     train, valid = [], []
-    with open(sys.argv[1], encoding="utf-8") as f:
+    try:
+        f = open(sys.argv[1], encoding="utf-8")
+    except OSError as e:
+        sys.exit(f"plot_log.py: cannot read {sys.argv[1]}: {e.strerror}")
+    with f:
         for line in f:
-            row = json.loads(line)
-            (train if row["type"] == "train" else valid).append(row)
+            # A blank line or the half line a killed run left: skipped, as tx-train trims it.
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(row, dict) or "update" not in row:
+                continue
+            if row.get("type") == "train" and "cost" in row:
+                train.append(row)
+            elif row.get("type") == "valid":
+                valid.append(row)
+    if not train and not valid:
+        sys.exit(f"plot_log.py: {sys.argv[1]} holds no training or validation record")
     fig, ax = plt.subplots(figsize=(8, 4.5))
     ax.plot([r["update"] for r in train], [r["cost"] for r in train],
             label="training cost (label-smoothed CE per token)", color="tab:blue")
-    if valid:
-        ax.plot([r["update"] for r in valid], [r["cross-entropy"] for r in valid], "o-",
+    ce = [r for r in valid if "cross-entropy" in r]
+    if ce:
+        ax.plot([r["update"] for r in ce], [r["cross-entropy"] for r in ce], "o-",
                 label="validation cross-entropy", color="tab:orange")
     ax.set_xlabel("update")
     ax.set_ylabel("nats per target token")
