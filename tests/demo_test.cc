@@ -1,6 +1,10 @@
 // scripts/demo's path, shortened: examples/numbers/run.sh makes the data, trains for a few
 // updates through the real tx-train, translates the unseen test numbers and scores them.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <filesystem>
 
 #include "support/programs.h"
@@ -39,4 +43,58 @@ TEST_CASE("demo: examples/numbers/run.sh trains, translates unseen numbers and s
   CHECK(r.out.find("tx-average --last 5") != std::string::npos);  // the next commands
   // The table: a header and twelve rows of input / output / reference.
   CHECK(r.out.find("reference (if different)") != std::string::npos);
+}
+
+// The recipe's run.sh under Ctrl-C (SIGINT to its whole process group, as a terminal sends it):
+// tx-train saves its checkpoint, run.sh exits 130 without averaging or scoring, and the same
+// command resumes and finishes. (A `2> >(tee ...)` killed by the same Ctrl-C took tx-train's
+// stderr, and tx-train with it, before the save; a signal stop then went on to be scored.)
+TEST_CASE("recipe: run.sh on Ctrl-C saves and exits 130 and the same command resumes", "[demo]") {
+  tx::test::TempDir dir;
+  const std::string data = dir.file("data");
+  std::filesystem::create_directory(data);
+  tx::test::write_reversal_corpus(data + "/train.en", data + "/train.de", 400, 3);
+  for (const char* part : {"val", "test2016"})
+    tx::test::write_reversal_corpus(data + "/" + part + ".en", data + "/" + part + ".de", 20, 5);
+  const std::string bin = std::filesystem::path(TX_TRAIN_BIN).parent_path().string();
+  const std::string command =
+      "TX_BIN=" + bin + " exec bash " TX_SOURCE_DIR "/examples/multi30k/run.sh " + data + " " +
+      dir.file("work") +
+      " --d-model 16 --d-ff 32 --heads 2 --enc-layers 1 --dec-layers 1 --dim-vocabs 30"
+      " --max-tokens 256 --lr-warmup 2 --after-updates 3000 --save-freq 5 --valid-freq 1000"
+      " --disp-freq 1000 --cpu-threads 1 > " +
+      dir.file("out.txt") + " 2> " + dir.file("err.txt");
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    setpgid(0, 0);
+    std::signal(SIGINT, SIG_DFL);
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  // Ctrl-C once training is under way: its first snapshot is there.
+  const std::string first = dir.file("work/model/model.u5.safetensors");
+  for (int i = 0; i < 6000 && !std::filesystem::exists(first); ++i) usleep(10000);
+  REQUIRE(std::filesystem::exists(first));
+  kill(-pid, SIGINT);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  const std::string log = tx::test::slurp(dir.file("work/train.log"));
+  INFO(tx::test::slurp(dir.file("err.txt")));
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  CHECK(log.find("stopping on signal 2") != std::string::npos);
+  CHECK(log.find("training finished at update") != std::string::npos);  // the save's line
+  CHECK(std::filesystem::exists(dir.file("work/model/checkpoint.safetensors")));
+  CHECK_FALSE(std::filesystem::exists(dir.file("work/scores.txt")));
+  CHECK_FALSE(std::filesystem::exists(dir.file("work/model/averaged.safetensors")));
+
+  const int again = std::system(command.c_str());
+  INFO(tx::test::slurp(dir.file("err.txt")));
+  CHECK(again == 0);
+  CHECK(tx::test::slurp(dir.file("err.txt")).find("resuming from") != std::string::npos);
+  const std::string scores = tx::test::slurp(dir.file("work/scores.txt"));
+  CHECK(scores.find("val       beam 5") != std::string::npos);
+  CHECK(scores.find("time: training") != std::string::npos);
 }
