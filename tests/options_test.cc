@@ -31,6 +31,19 @@ Options options(tx::app::Program program, std::vector<std::string> args) {
   return r.options;
 }
 
+// The message of the UsageError that parsing `args` throws, checked to be one line.
+std::string fails(tx::app::Program p, std::vector<std::string> args) {
+  try {
+    parse(p, std::move(args));
+  } catch (const UsageError& e) {
+    const std::string message = e.what();
+    CHECK(message.find('\n') == std::string::npos);
+    return message;
+  }
+  FAIL("no UsageError");
+  return std::string();
+}
+
 void write(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
 }
@@ -177,17 +190,6 @@ TEST_CASE("options: --help prints the program's flags and runs nothing", "[optio
 TEST_CASE("options: each mistake is one UsageError naming the flag or key and the fix",
           "[options]") {
   tx::test::TempDir dir;
-  auto fails = [&](tx::app::Program p, std::vector<std::string> args) {
-    try {
-      parse(p, std::move(args));
-    } catch (const UsageError& e) {
-      const std::string message = e.what();
-      CHECK(message.find('\n') == std::string::npos);
-      return message;
-    }
-    FAIL("no UsageError");
-    return std::string();
-  };
   CHECK_THAT(fails(kTrain, {"--bogus"}), Contains("--bogus") && Contains("--help"));
   CHECK_THAT(fails(kAverage, {"--d-model", "8"}), Contains("--d-model"));  // tx-train's only
   CHECK_THAT(fails(kTrain, {"--d-model", "abc"}), Contains("--d-model") && Contains("abc"));
@@ -270,17 +272,6 @@ TEST_CASE("options: each mistake is one UsageError naming the flag or key and th
 
 TEST_CASE("options: another engine's flag or another tx program's is named with tx's own",
           "[options]") {
-  auto fails = [&](tx::app::Program p, std::vector<std::string> args) {
-    try {
-      parse(p, std::move(args));
-    } catch (const UsageError& e) {
-      const std::string message = e.what();
-      CHECK(message.find('\n') == std::string::npos);
-      return message;
-    }
-    FAIL("no UsageError");
-    return std::string();
-  };
   const auto translate = tx::app::kTranslate, score = tx::app::kScore;
   CHECK_THAT(fails(translate, {"--models", "a.npz", "b.npz"}),
              Contains("--models is Marian's name") && Contains("-m/--model"));
@@ -289,8 +280,7 @@ TEST_CASE("options: another engine's flag or another tx program's is named with 
   CHECK_THAT(fails(translate, {"-m", "a", "--lenpen=0.6"}),
              Contains("--lenpen is fairseq's") && Contains("--normalize"));
   CHECK_THAT(fails(translate, {"-m", "a", "-d", "0", "1"}), Contains("--device cuda:N"));
-  CHECK_THAT(fails(translate, {"-m", "a", "--max-length", "100"}),
-             Contains("--max-length-factor"));
+  CHECK_THAT(fails(translate, {"-m", "a", "--max-length", "100"}), Contains("--max-length-factor"));
   CHECK_THAT(fails(translate, {"-m", "a", "-n"}), Contains("alone means 0.6"));
   CHECK_THAT(fails(translate, {"-m", "a", "--output-sampling"}),
              Contains("--output-sampling full"));
