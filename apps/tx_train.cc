@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -190,6 +191,10 @@ int train(const Options& options) {
   t.no_restore_corpus = options.flag("no-restore-corpus");
   t.quiet = options.log_level() == tx::app::LogLevel::quiet;
   t.handle_signals = true;
+  // The end of a pipe that reads the log (a `| tee` that Ctrl-C ended first) must not kill the
+  // run before the save it is making: its log lines are lost, not the training. (Data goes to
+  // stdout only in --dry-run and --dump-config, which return before this.)
+  std::signal(SIGPIPE, SIG_IGN);
 
   // Declared before the backend, so that the world (MPI, NCCL) outlives it.
   std::unique_ptr<tx::train::Collective> world = tx::train::launch_world();

@@ -20,7 +20,7 @@ def main():
         sys.exit(__doc__)
     train, valid = [], []
     try:
-        f = open(sys.argv[1], encoding="utf-8")
+        f = open(sys.argv[1], encoding="utf-8", errors="replace")
     except OSError as e:
         sys.exit(f"plot_log.py: cannot read {sys.argv[1]}: {e.strerror}")
     with f:

@@ -19,6 +19,7 @@ tx's programs never unpickle (unpickling runs code). Run this once, with Python 
 The tensors keep their names, shapes and dtypes; tied copies are written once (safetensors
 refuses shared memory). Nothing is overwritten.
 """
+import inspect
 import json
 import os
 import shutil
@@ -40,20 +41,20 @@ def unique_tensors(state):
     return tensors
 
 
-def load(path):
-    """A PyTorch checkpoint with its Python objects (fairseq keeps an argparse Namespace or an
-    omegaconf config beside the weights, which torch >= 2.6's weights_only default refuses):
-    read only checkpoints you trust, as torch.load always did before."""
+def load(path, objects):
+    """A PyTorch checkpoint. `objects`: it holds Python objects beside the tensors (fairseq's
+    argparse Namespace or omegaconf config), which torch >= 2.6 refuses by default and which
+    unpickling runs as code: convert only checkpoints you trust. Otherwise (a Hugging Face
+    state dict) tensors alone are read, where torch can."""
     if not os.path.isfile(path):
         sys.exit(f"to_safetensors.py: {path} not found")
     try:
         import torch
     except ImportError:
         sys.exit("to_safetensors.py: needs PyTorch (and safetensors): pip install torch safetensors")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=False)
-    except TypeError:  # torch before 1.13 has no weights_only
+    if "weights_only" not in inspect.signature(torch.load).parameters:  # torch before 1.13
         return torch.load(path, map_location="cpu")
+    return torch.load(path, map_location="cpu", weights_only=not objects)
 
 
 def save(tensors, dst, metadata):
@@ -72,7 +73,7 @@ def huggingface(directory):
         return
     if not os.path.exists(src):
         sys.exit(f"to_safetensors.py: {src} not found; give a Hugging Face model directory")
-    tensors = unique_tensors(load(src))
+    tensors = unique_tensors(load(src, objects=False))
     save(tensors, dst, {"format": "pt"})
     print(f"to_safetensors.py: wrote {dst} ({len(tensors)} tensors)", file=sys.stderr)
 
@@ -94,7 +95,7 @@ def fairseq(checkpoint, data_bin, out_dir, spm):
     out_dir = os.path.normpath(out_dir)  # "wmt-ende/" would put its ".tmp" inside it
     if os.path.exists(out_dir):
         sys.exit(f"to_safetensors.py: {out_dir} exists already; give a new directory")
-    state = load(checkpoint)
+    state = load(checkpoint, objects=True)
     if not isinstance(state, dict) or "model" not in state:
         sys.exit(f"to_safetensors.py: {checkpoint} is not a fairseq checkpoint (no 'model' entry)")
     if state.get("cfg") is not None:

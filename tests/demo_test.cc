@@ -61,7 +61,7 @@ TEST_CASE("recipe: run.sh on Ctrl-C saves and exits 130 and the same command res
       "TX_BIN=" + bin + " exec bash " TX_SOURCE_DIR "/examples/multi30k/run.sh " + data + " " +
       dir.file("work") +
       " --d-model 16 --d-ff 32 --heads 2 --enc-layers 1 --dec-layers 1 --dim-vocabs 30"
-      " --max-tokens 256 --lr-warmup 2 --after-updates 3000 --save-freq 5 --valid-freq 1000"
+      " --max-tokens 256 --lr-warmup 2 --after-updates 600 --save-freq 5 --valid-freq 1000"
       " --disp-freq 1000 --cpu-threads 1 > " +
       dir.file("out.txt") + " 2> " + dir.file("err.txt");
   const pid_t pid = fork();
@@ -73,19 +73,39 @@ TEST_CASE("recipe: run.sh on Ctrl-C saves and exits 130 and the same command res
     _exit(127);
   }
   setpgid(pid, pid);
-  // Ctrl-C once training is under way: its first snapshot is there.
-  const std::string first = dir.file("work/model/model.u5.safetensors");
-  for (int i = 0; i < 6000 && !std::filesystem::exists(first); ++i) usleep(10000);
-  REQUIRE(std::filesystem::exists(first));
-  kill(-pid, SIGINT);
+  // Whatever fails below, the run does not outlive the test (and its TempDir).
+  struct Reap {
+    pid_t pid;
+    bool done = false;
+    ~Reap() {
+      if (done) return;
+      kill(-pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  } reap{pid};
+  // Ctrl-C once training is under way: its first checkpoint is there (it stays, unlike a
+  // snapshot that --keep-last prunes).
+  const std::string saved = dir.file("work/model/checkpoint.safetensors");
   int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  const std::string log = tx::test::slurp(dir.file("work/train.log"));
+  bool ended = false;
+  for (int i = 0; i < 6000 && !std::filesystem::exists(saved) && !ended; ++i) {
+    usleep(10000);
+    ended = waitpid(pid, &status, WNOHANG) == pid;
+  }
   INFO(tx::test::slurp(dir.file("err.txt")));
+  REQUIRE_FALSE(ended);
+  REQUIRE(std::filesystem::exists(saved));
+  kill(-pid, SIGINT);
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  reap.done = true;
+  const std::string log = tx::test::slurp(dir.file("work/train.log"));
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 130);
   CHECK(log.find("stopping on signal 2") != std::string::npos);
   CHECK(log.find("training finished at update") != std::string::npos);  // the save's line
+  // The log's last record says the run stopped (what run.sh reads, --quiet or not).
+  const std::string records = tx::test::slurp(dir.file("work/model/train.log.jsonl"));
+  CHECK(records.find("\"type\":\"stop\"") != std::string::npos);
   CHECK(std::filesystem::exists(dir.file("work/model/checkpoint.safetensors")));
   CHECK_FALSE(std::filesystem::exists(dir.file("work/scores.txt")));
   CHECK_FALSE(std::filesystem::exists(dir.file("work/model/averaged.safetensors")));

@@ -289,6 +289,10 @@ TEST_CASE("options: another engine's flag or another tx program's is named with 
   CHECK_THAT(fails(score, {"-r", "ref", "-tok", "intl"}),
              Contains("sacreBLEU's") && Contains("--tokenize"));
   CHECK_THAT(fails(score, {"-r", "ref", "-b"}), Contains("--score-only"));
+  CHECK_THAT(fails(kTrain, {"--devices", "0", "1"}), Contains("mpirun for several"));
+  CHECK_THAT(fails(translate, {"-m", "a", "--devices", "0"}), !Contains("mpirun"));
+  CHECK_THAT(fails(score, {"-r", "ref", "-w", "2"}), Contains("marian-scorer's"));
+  CHECK_THAT(fails(translate, {"-m", "a", "--n-best"}), Contains("--n-best 5"));
   // A flag of another tx program.
   CHECK_THAT(fails(kTrain, {"--int8"}),
              Contains("--int8 is a flag of tx-translate and tx-score, not of tx-train"));

@@ -19,11 +19,18 @@ bin="${TX_BIN:-$root/build/apps}"
 [ $# -ge 5 ] || { echo "usage: $0 DATA_DIR VOCAB|- OUT_DIR DEVICE NAME=\"FLAGS\" [NAME=\"FLAGS\" ...]" >&2; exit 2; }
 data="$1" vocab="$2" out="$3" device="$4"
 shift 4
+given=" "
 for variant in "$@"; do
   case "$variant" in *=*) ;; *) echo "variants.sh: '$variant' is no NAME=\"FLAGS\" (base=\"\" for the config alone)" >&2; exit 2 ;; esac
+  # NAME names files and is matched in summary.txt: letters, digits, _ and - only, each once.
+  name="${variant%%=*}"
+  [[ "$name" =~ ^[A-Za-z0-9_-]+$ ]] || { echo "variants.sh: NAME '$name' may hold letters, digits, _ and - only" >&2; exit 2; }
+  [[ "$given" != *" $name "* ]] || { echo "variants.sh: NAME '$name' is given twice" >&2; exit 2; }
+  given+="$name "
 done
-# Ctrl-C ends the runs too (a run stopped by its signal would otherwise be scored as finished).
-trap 'trap - INT TERM; kill $(jobs -p) 2>/dev/null; wait; exit 130' INT TERM
+# Ctrl-C or a TERM ends the runs too: each run passes it on to its tx-train, which saves, and is
+# recorded as stopped (scored, it would pass for a finished run).
+trap 'trap - INT TERM; kill -TERM $(jobs -p) 2>/dev/null; wait; rm -f "$failed"; exit 130' INT TERM
 seeds="${SEEDS:-1}" jobs="${JOBS:-1}" normalize="${NORMALIZE:-1.8}"
 mkdir -p "$out"
 failed="$out/.failed.$$"  # the runs of this invocation that failed or stopped
@@ -39,10 +46,19 @@ run() {
   # shellcheck disable=SC2086  # FLAGS is a list of words
   "$bin/tx-train" --config "$root/examples/multi30k/config.json" --device "$device" --seed "$seed" \
     ${TRAIN_FLAGS:-} $flags "${v[@]}" --train-sets "$data/train.en" "$data/train.de" \
-    --valid-sets "$data/val.en" "$data/val.de" -m "$dir" 2>"$log"
-  rc=$?
+    --valid-sets "$data/val.en" "$data/val.de" -m "$dir" 2>"$log" &
+  local tp=$!
+  # A TERM to this run (the trap above) goes on to tx-train; wait again until it has saved.
+  trap 'kill -TERM $tp 2>/dev/null' TERM
+  while :; do
+    wait "$tp"
+    rc=$?
+    kill -0 "$tp" 2>/dev/null || break
+  done
+  trap - TERM
   t1=$(date +%s.%N)
-  if [ "$rc" != 0 ] || grep -q "stopping on" "$log"; then
+  # A stop on a signal ends the run's log with a "stop" record.
+  if [ "$rc" != 0 ] || tail -n 1 "$dir/train.log.jsonl" 2>/dev/null | grep -q '"type":"stop"'; then
     echo "$name seed $seed [$flags]: rc $rc, stopped or failed, see $log" >>"$out/summary.txt"
     echo "$name.s$seed" >>"$failed"
     return
@@ -56,10 +72,17 @@ run() {
   fi
   local scores="" m
   for m in model averaged; do
+    local bleu=""
     "$bin/tx-translate" -m "$dir/$m.safetensors" -v "$vfile" --device "$device" --beam-size 5 \
-      --normalize "$normalize" --quiet <"$data/val.en" >"$dir/val.$m.de" 2>>"$log"
-    scores+=" $m $("$bin/tx-score" -r "$data/val.de" --metrics bleu --score-only --quiet \
-      <"$dir/val.$m.de" 2>>"$log" | head -1)"
+      --normalize "$normalize" --quiet <"$data/val.en" >"$dir/val.$m.de" 2>>"$log" &&
+      bleu=$("$bin/tx-score" -r "$data/val.de" --metrics bleu --score-only --quiet \
+        <"$dir/val.$m.de" 2>>"$log")
+    if [ -z "$bleu" ]; then
+      echo "$name seed $seed [$flags]: rc 0, translating or scoring $m failed, see $log" >>"$out/summary.txt"
+      echo "$name.s$seed" >>"$failed"
+      return
+    fi
+    scores+=" $m $bleu"
   done
   echo "$name seed $seed [$flags]: rc $rc, $(awk "BEGIN{printf \"%.0f\", $t1 - $t0}") s, val BLEU:$scores," \
     "last $(grep 'cross-entropy :' "$log" | tail -1 | grep -o 'Up\. [0-9,]* : cross-entropy : [0-9.]*')" \

@@ -29,7 +29,7 @@ for f in train.en train.de val.en val.de test2016.en test2016.de; do
 done
 mkdir -p "$work"
 average="${AVERAGE:-3}"
-beam="${BEAM:-5}"
+beam=$(( 10#${BEAM:-5} ))  # (BEAM=05 is beam 5, one file name)
 normalize="${NORMALIZE:-1.8}"
 
 start=$(date +%s)
@@ -38,14 +38,17 @@ start=$(date +%s)
 # the save). A stopped run is resumed by the same command, so nothing after training runs.
 interrupted=0
 trap 'interrupted=1' INT TERM
-logged=$(stat -c %s "$work/train.log" 2>/dev/null || echo 0)
+rm -f "$work/scores.txt"  # an earlier run's: this one is done only when it writes its own
 # (A pipeline, not 2> >(tee): its end is tee's too, so the log is complete below.)
 { "$bin/tx-train" --config "$here/config.json" "$@" \
     --train-sets "$data/train.en" "$data/train.de" --valid-sets "$data/val.en" "$data/val.de" \
-    -m "$work/model" 2>&1 >&3 | (trap '' INT TERM; exec tee -a "$work/train.log") >&2; } 3>&1
+    -m "$work/model" 2>&1 >&3 | (trap '' INT TERM; exec tee -p -a "$work/train.log") >&2; } 3>&1
 trap - INT TERM
-# A signal to tx-train alone (a scheduler's, a kill) stops it with success too: its log says so.
-if [ "$interrupted" = 1 ] || tail -c +$(( logged + 1 )) "$work/train.log" | grep -q "stopping on"; then
+# A signal to tx-train alone (a scheduler's, a kill) stops it with success too: the last record
+# of its train.log.jsonl says so, with or without --quiet. (A signal to run.sh alone waits for
+# the training to end: send it to tx-train, or to the process group as Ctrl-C does.)
+last=$(tail -n 1 "$work/model/train.log.jsonl" 2>/dev/null || true)
+if [ "$interrupted" = 1 ] || [[ "$last" == *'"type":"stop"'* ]]; then
   echo "run.sh: training stopped on a signal, its checkpoint saved; run the same command again to go on" >&2
   exit 130
 fi

@@ -38,7 +38,7 @@ start=$(date +%s)
     --train-sets "$work/data/train.en" "$work/data/train.de" \
     --valid-sets "$work/data/valid.en" "$work/data/valid.de" -m "$work/model" 2>&1 >&3 |
     tee "$work/train.log" |
-    sed -u -n -E '/Up\. [0-9,]+ : (Sen|cross)|vocabulary|model:|error/ { s/^\[[^]]*\] /  /; p }' >&2
+    sed -u -n -E '/Up\. [0-9,]+ : (Sen|cross)|vocabulary|model:|error|warning/ { s/^\[[^]]*\] /  /; p }' >&2
 } 3>&1
 echo "  trained in $(( $(date +%s) - start ))s; the log is $work/train.log"
 

@@ -55,7 +55,7 @@ std::string link_target(const std::string& path) {
     to.resize(static_cast<size_t>(n));
     // /proc's links to what has no path ("pipe:[2304041]", "anon_inode:..."): stat() on the
     // link itself says what it is.
-    if (!to.empty() && to[0] != '/' &&
+    if (at.rfind("/proc/", 0) == 0 && !to.empty() && to[0] != '/' &&
         (to.find(":[") != std::string::npos || to.rfind("anon_inode:", 0) == 0))
       return at;
     at = !to.empty() && to[0] == '/' ? to : dir_of(at) + "/" + to;

@@ -294,11 +294,8 @@ TrainerResult Trainer::run() {
   const int ranks = world.size();
   const bool writer = world.rank() == 0;  // the one process that writes files and logs
   const bool quiet = o.quiet || !writer;
-  // A file-size limit must surface as a failed write (tx::Error), not kill the process; nor may
-  // the end of a pipe that reads the log (a `| tee` that Ctrl-C ended first) kill it before
-  // the save it is making: its log lines are then lost, the training is not.
+  // A file-size limit must surface as a failed write (tx::Error), not kill the process.
   std::signal(SIGXFSZ, SIG_IGN);
-  std::signal(SIGPIPE, SIG_IGN);
 
   // ---- set-up: inputs, the model, the optimiser, the step -------------------------------------
   // A refusal after check_run_options (the data, another vocabulary, another architecture)
@@ -748,6 +745,10 @@ TrainerResult Trainer::run() {
       log("training finished at update ", grouped(state.update), "; saved ", ckpt, " and ",
           model_path(o.model_dir));
   }
+  // A stop on a signal ends the log with a record of it (even under --quiet), so that a script
+  // tells a stopped run from a finished one by the last line (examples/multi30k/run.sh).
+  if (result.interrupted)
+    files.write_json({{"type", "stop"}, {"update", state.update}, {"signal", signals.signal()}});
   result.updates = state.update;
   result.epochs = batcher.position().epoch;
   return result;
