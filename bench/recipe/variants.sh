@@ -92,10 +92,10 @@ run() {
 # This invocation's runs replace their earlier lines (their directories are made anew): the
 # means below are over the runs this summary describes.
 if [ -f "$out/summary.txt" ]; then
-  for variant in "$@"; do
-    grep -v -e "^${variant%%=*} seed " -e "^${variant%%=*}: " "$out/summary.txt" >"$out/summary.txt.new" || true
-    mv "$out/summary.txt.new" "$out/summary.txt"
-  done
+  drop=()
+  for variant in "$@"; do drop+=(-e "^${variant%%=*} seed " -e "^${variant%%=*}: "); done
+  grep -v "${drop[@]}" "$out/summary.txt" >"$out/summary.txt.new"
+  [ $? -le 1 ] && mv "$out/summary.txt.new" "$out/summary.txt"
 fi
 names=()
 for variant in "$@"; do

@@ -171,6 +171,10 @@ int remove_stale_temporaries(const std::string& dir) {
   return removed;
 }
 
+void check_writable(const std::string& path) {
+  AtomicFile probe(path);
+}
+
 void write_file_atomic(const std::string& path, const std::string& bytes) {
   AtomicFile file(path);
   file.write(bytes);

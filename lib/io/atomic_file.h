@@ -42,6 +42,11 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+// Throws what an AtomicFile at `path` would (a missing or read-only directory, a device in the
+// way) without writing anything: a temporary made and dropped, for a program that would
+// otherwise find out only at its first save, after the work before it.
+void check_writable(const std::string& path);
+
 // The file a write to `path` replaces: the end of its chain of symbolic links (a link is
 // written through, as `cp` and a plain open() do, not replaced by a file), or `path` itself.
 // Throws tx::Error for a loop of links.

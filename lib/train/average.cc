@@ -187,8 +187,8 @@ AverageSummary average_checkpoints(const std::vector<std::string>& inputs,
              "another name");
   }
   // An output that cannot be written (no such directory, a device) is named before the inputs
-  // are read, not after: a temporary made and dropped.
-  { io::AtomicFile probe(output); }
+  // are read, not after.
+  io::check_writable(output);
   if (formats::format_of(inputs.front()) != formats::Format::tx)
     return average_imported(inputs, output);
   // (A directory is no tx file: the reader below names it as one.)
