@@ -276,11 +276,19 @@ TEST_CASE("bad input: tx-train names the bad corpus or config, and writes nothin
   check_fails(train("train.src", "train.tgt",
                     " --transformer-depth-scaling --pretrained-model " + f.dir.file("m")),
               p, 2, {"--transformer-depth-scaling", "--pretrained-model", "drop one"});
-  // A model beyond any machine's memory (about 6 TB of d_ff weights): one line naming the
-  // sizes, not "std::bad_alloc". (AddressSanitizer reports its own out-of-memory instead.)
+  // A model beyond any machine's memory (about 6 TB of d_ff weights): past the sizes a model
+  // may have, named before anything is allocated.
+  check_fails(f.run(TX_TRAIN_BIN, "--d-ff 3000000000 --dry-run"), p, 2,
+              {"--d-ff: 3000000000 must be positive and at most 131072"});
+  check_fails(f.run(TX_TRAIN_BIN, "--position-offset 2000000 --dry-run"), p, 2,
+              {"--position-offset: 2000000 must be 0 or more and at most 1048576"});
+  // Within those sizes but beyond the memory there is (4 GB of address space here, 16 GB a
+  // weight): one line, not "std::bad_alloc" or a crash. (AddressSanitizer needs the address
+  // space for its shadow memory.)
 #if !defined(__SANITIZE_ADDRESS__)
-  check_fails(f.run(TX_TRAIN_BIN, "--d-ff 3000000000 --dry-run"), p, 1,
-              {"out of host memory", "--d-ff"});
+  check_fails(f.run(std::string("ulimit -v 4000000 && ") + TX_TRAIN_BIN,
+                    "--dim-vocabs 8 --d-model 65536 --d-ff 131072 --dry-run"),
+              p, 1, {"out of host memory", "--d-model"});
 #endif
   check_fails(f.run(TX_TRAIN_BIN, "--train-sets a b -m ''"), p, 2, {"--model is empty"});
   // None of the failures left a model behind.

@@ -414,6 +414,59 @@ TEMPLATE_TEST_CASE(
   CHECK(dw1 == dw2);
 }
 
+TEMPLATE_TEST_CASE(
+    "graph: release_logits keeps logits another backward reads (relu and a reshape of it)",
+    "[graph]", TX_BACKENDS) {
+  // relu's backward reads its output: written over by the loss's gradient, relu would pass the
+  // gradient where the softmax was positive instead of where x was.
+  TX_BACKEND_OR_SKIP(be);
+  tx::Rng rng(15);
+  const std::vector<float> xh = random_normal(rng, 12);
+  const std::vector<int32_t> targets = {1, 0, 2, 1};
+  for (bool through_reshape : {false, true}) {
+    DYNAMIC_SECTION((through_reshape ? "reshape(relu(x))" : "relu(x)")) {
+      auto dx = [&](bool release) {
+        Graph g(*be);
+        Var x = input(*be, xh, through_reshape ? tx::Shape{12} : tx::Shape{4, 3});
+        Var y = tx::ops::relu(g, x);
+        Var logits = through_reshape ? tx::ops::reshape(g, y, {2, 6}) : y;
+        Var l = tx::ops::sum(
+            g, tx::ops::cross_entropy(
+                   g, logits,
+                   be->upload(std::vector<int32_t>(targets.begin(),
+                                                   targets.begin() + logits->value.dim(0)),
+                              {logits->value.dim(0)}),
+                   0.0f, -1, nullptr, release));
+        g.backward(l);
+        return be->download<float>(x->grad);
+      };
+      const std::vector<float> kept = dx(false), released = dx(true);
+      CHECK(released == kept);
+      for (size_t i = 0; i < xh.size(); ++i)
+        if (xh[i] <= 0) CHECK(kept[i] == 0.0f);
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("graph: a second backward over a replayed tape is an error, not a no-op",
+                   "[graph]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  tx::Rng rng(16);
+  const std::vector<float> xh = random_normal(rng, 6);
+  Graph g(*be);
+  Var x = input(*be, xh, {6});
+  Var l = tx::ops::sum(g, tx::ops::scale(g, x, 3.0f));
+  g.backward(l);
+  CHECK(be->download<float>(x->grad)[0] == 3.0f);
+  CHECK_THROWS_WITH(g.backward(l),
+                    Catch::Contains("an earlier backward replayed this graph's tape"));
+  // The gradient was not touched by the refused call; a forward recorded again runs.
+  CHECK(be->download<float>(x->grad)[0] == 3.0f);
+  g.reset();
+  g.backward(tx::ops::sum(g, tx::ops::scale(g, x, 2.0f)));
+  CHECK(be->download<float>(x->grad)[0] == 5.0f);
+}
+
 TEMPLATE_TEST_CASE("graph: reshape shares the value and passes the gradient through", "[graph]",
                    TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);

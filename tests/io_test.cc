@@ -561,6 +561,22 @@ TEST_CASE("io ModelConfig: validation names the key and the fix", "[io][config]"
                     Contains("'d_model' must be an integer"));
   CHECK_THROWS_WITH(ModelConfig::from_json(with("heads", 1LL << 40)),
                     Contains("'heads' = 1099511627776 is out of range"));
+  // Sizes past any model, refused before a product of them can overflow (a file's d_model of
+  // 2^62 made the loader spin in the allocator; a position_offset near 2^63 read wild memory).
+  CHECK_THROWS_WITH(ModelConfig::from_json(with("d_model", int64_t(1) << 62)),
+                    Contains("d_model = 4611686018427387904 must be positive and at most 131072"));
+  CHECK_THROWS_WITH(ModelConfig::from_json(with("d_ff", (int64_t(1) << 17) + 1)),
+                    Contains("d_ff = 131073"));
+  CHECK_NOTHROW(ModelConfig::from_json(with("d_ff", int64_t(1) << 17)));
+  CHECK_THROWS_WITH(ModelConfig::from_json(with("encoder_layers", 1025)),
+                    Contains("encoder_layers = 1025 must be positive and at most 1024"));
+  CHECK_THROWS_WITH(ModelConfig::from_json(with("max_length", (int64_t(1) << 20) + 1)),
+                    Contains("max_length"));
+  CHECK_THROWS_WITH(ModelConfig::from_json(with("position_offset", INT64_MAX - 1)),
+                    Contains("position_offset = 9223372036854775806 must be between 0 and"));
+  nlohmann::json huge_vocab = with("src_vocab_size", int64_t(1) << 25);
+  huge_vocab["tgt_vocab_size"] = int64_t(1) << 25;
+  CHECK_THROWS_WITH(ModelConfig::from_json(huge_vocab), Contains("must be at most 16777216"));
   CHECK_THROWS_WITH(ModelConfig::from_json(with("dropout", 1.0)),
                     Contains("dropout = 1 must lie in [0, 1)"));
   CHECK_THROWS_WITH(ModelConfig::from_json(with("label_smoothing", -0.1)),

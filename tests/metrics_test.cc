@@ -215,6 +215,21 @@ TEST_CASE("metrics BLEU: max_order other than 4", "[metrics]") {
   CHECK(s.precisions.size() == 2);
 }
 
+TEST_CASE("metrics BLEU: a max_order below 1 and a negative smoothing value are errors",
+          "[metrics]") {
+  const Lines hyp = {"the cat sat"}, ref = {"the cat sat on the mat"};
+  BleuOptions o;
+  o.max_order = -1;  // once a std::length_error from sizing the statistics
+  CHECK_THROWS_WITH(tx::metrics::corpus_bleu(hyp, {ref}, o), Contains("max_order is -1"));
+  o = BleuOptions();
+  o.smoothing = BleuSmoothing::kFloor;
+  o.smooth_value = -0.1;  // once a silent NaN: the log of a negative precision
+  CHECK_THROWS_WITH(tx::metrics::corpus_bleu(hyp, {ref}, o),
+                    Contains("smoothing value -0.1 must be a finite number >= 0"));
+  o.smooth_value = 0.1;
+  CHECK(std::isfinite(tx::metrics::corpus_bleu(hyp, {ref}, o).score));
+}
+
 TEST_CASE("metrics unicode: lowercase follows Python's str.lower", "[metrics]") {
   // ÄRGER ΟΔΟΣ İ -> ärger οδος (final sigma ς) i + combining dot above.
   CHECK(tx::metrics::to_lower("\xC3\x84RGER \xCE\x9F\xCE\x94\xCE\x9F\xCE\xA3 \xC4\xB0") ==

@@ -361,6 +361,16 @@ TEST_CASE("train adam: invalid options and a parameter set that grew", "[train][
   CHECK_THROWS_WITH(adam.set_steps(-1), Contains("must be >= 0"));
 }
 
+TEST_CASE("train adam: an empty parameter set steps without touching memory", "[train][adam]") {
+  // Its norms buffer holds one slot even for no parameters: the sum once ran over that slot
+  // and read a parameter that is not there.
+  auto be = tx::test::cpu_backend();
+  ParameterSet params;
+  Adam adam(*be, params);
+  CHECK(adam.grad_norm() == 0.0);
+  CHECK_NOTHROW(adam.step(1e-3f));
+}
+
 // ---- early stopping ---------------------------------------------------------------------------
 
 TEST_CASE("train early stopping: lower-better and higher-better metrics with patience",

@@ -22,6 +22,14 @@ std::string non_negative(const json& v) {
 std::string positive(const json& v) {
   return v.get<double>() > 0 ? "" : "must be positive";
 }
+// A size of the model: positive, and within ModelConfig's bounds (no product of them overflows).
+std::function<std::string(const json&)> size_up_to(int64_t most, int64_t least = 1) {
+  return [most, least](const json& v) {
+    const double x = v.get<double>();
+    if (x >= double(least) && x <= double(most)) return std::string();
+    return str("must be ", least == 1 ? "positive" : "0 or more", " and at most ", most);
+  };
+}
 std::string rate(const json& v) {
   double r = v.get<double>();
   return std::isfinite(r) && r >= 0 && r < 1 ? "" : "must lie in [0, 1)";
@@ -124,11 +132,16 @@ std::vector<OptionSpec> make_registry() {
   t.push_back(option("task", OptionType::text, "transformer-base",
                      "Model preset (paper Table 3): transformer-base or transformer-big", kTrain,
                      kModelGroup, one_of(io::ModelConfig::preset_names())));
-  t.push_back(model_option("d-model", "d_model", "Model (embedding) size", positive));
-  t.push_back(model_option("d-ff", "d_ff", "Inner size of the feed-forward layers", positive));
-  t.push_back(model_option("heads", "heads", "Attention heads (must divide --d-model)", positive));
-  t.push_back(model_option("enc-layers", "encoder_layers", "Encoder layers", positive));
-  t.push_back(model_option("dec-layers", "decoder_layers", "Decoder layers", positive));
+  t.push_back(model_option("d-model", "d_model", "Model (embedding) size",
+                           size_up_to(io::ModelConfig::kMaxWidth)));
+  t.push_back(model_option("d-ff", "d_ff", "Inner size of the feed-forward layers",
+                           size_up_to(io::ModelConfig::kMaxWidth)));
+  t.push_back(model_option("heads", "heads", "Attention heads (must divide --d-model)",
+                           size_up_to(io::ModelConfig::kMaxWidth)));
+  t.push_back(model_option("enc-layers", "encoder_layers", "Encoder layers",
+                           size_up_to(io::ModelConfig::kMaxLayers)));
+  t.push_back(model_option("dec-layers", "decoder_layers", "Decoder layers",
+                           size_up_to(io::ModelConfig::kMaxLayers)));
   t.push_back(
       model_option("dropout", "dropout", "Dropout on sublayer outputs and embeddings", rate));
   t.push_back(model_option("attention-dropout", "attention_dropout",
@@ -144,8 +157,8 @@ std::vector<OptionSpec> make_registry() {
                            "Shared embeddings: none, decoder (target = output) or all",
                            one_of({"none", "decoder", "all"})));
   t.push_back(model_option("pre-norm", "pre_norm", "Pre-norm layers (the paper is post-norm)"));
-  t.push_back(
-      model_option("max-length", "max_length", "Longest sequence the positions cover", positive));
+  t.push_back(model_option("max-length", "max_length", "Longest sequence the positions cover",
+                           size_up_to(io::ModelConfig::kMaxPositions)));
   t.push_back(model_option("norm-eps", "norm_eps", "LayerNorm epsilon", positive));
   // The variants of imported models (docs/models.md), trainable too.
   t.push_back(model_option("embed-scale", "embed_scale",
@@ -155,7 +168,8 @@ std::vector<OptionSpec> make_registry() {
                            "halves_hf (Hugging Face Marian)",
                            one_of({"interleaved", "halves", "halves_hf"})));
   t.push_back(model_option("position-offset", "position_offset",
-                           "Position of the first token (fairseq: padding id + 1)", non_negative));
+                           "Position of the first token (fairseq: padding id + 1)",
+                           size_up_to(io::ModelConfig::kMaxPositions, 0)));
   t.push_back(
       model_option("embed-norm", "embed_norm",
                    "LayerNorm after the embeddings (Marian's --transformer-postprocess-emb n)"));
@@ -392,7 +406,7 @@ std::vector<OptionSpec> make_registry() {
                      values(2, 2, "2 files (source, target)")));
   t.push_back(option("dim-vocabs", OptionType::integer, 32000,
                      "Pieces of each vocabulary trained on the fly (fewer on a small corpus)",
-                     kTrain, train_data, positive));
+                     kTrain, train_data, size_up_to(io::ModelConfig::kMaxVocab)));
   t.push_back(option("lr-schedule", OptionType::text, "transformer",
                      "Learning-rate schedule: transformer (the paper's), inverse-sqrt "
                      "(fairseq's), linear (warm-up, then down to 0 at the last update of "

@@ -405,7 +405,10 @@ void Backend::add_positions(const Tensor& x, int64_t start, const Tensor& y,
   f32_arg(*this, "add_positions", "y", y);
   TX_CHECK(x.ndim() == 3, "add_positions: x ", x.shape().str(), " must be [batch, time, d_model]");
   require_same_shape("add_positions", "x", x, "y", y);
-  TX_CHECK(start >= 0, "add_positions: start position ", start, " must be >= 0");
+  // Positions are computed in double and 32-bit kernels index them: 2^30 is far past any
+  // model's max_length (and start + time cannot overflow).
+  TX_CHECK(start >= 0 && start <= (int64_t(1) << 30), "add_positions: start position ", start,
+           " must be between 0 and 2^30");
   TX_CHECK(layout == math::PositionLayout::interleaved || x.dim(2) % 2 == 0,
            "add_positions: the [sin | cos] halves layout needs an even d_model, got ", x.dim(2));
   if (x.numel()) add_positions_impl(x, start, y, layout);
@@ -606,6 +609,8 @@ void check_cross_entropy(const Backend& be, const char* op, const Tensor& logits
   f32_arg(be, op, rows_name, rows);
   require_min_ndim(op, "logits", logits, 1);
   int64_t r = logits.shape().rows();
+  TX_CHECK(r == 0 || logits.shape().cols() > 0, op, ": logits ", logits.shape().str(),
+           " have rows but no classes; a distribution needs at least one");
   TX_CHECK(targets.numel() == r, op, ": targets ", targets.shape().str(),
            " must hold one id per row of logits ", logits.shape().str(), " (", r, " rows)");
   TX_CHECK(rows.numel() == r, op, ": ", rows_name, " ", rows.shape().str(),
@@ -648,8 +653,13 @@ void check_rows(const Backend& be, const char* op, const Tensor& table, const ch
   i32_arg(be, op, "index", index);
   require_min_ndim(op, table_name, table, 1);
   require_min_ndim(op, rows_name, rows, 1);
-  int64_t row = table.dim(0) ? table.numel() / table.dim(0) : 0;
-  int64_t rows_row = rows.dim(0) ? rows.numel() / rows.dim(0) : 0;
+  // The product of the trailing dimensions: a table of no rows still has a row size.
+  auto row_size = [](const Tensor& t) {
+    int64_t n = 1;
+    for (int i = 1; i < t.ndim(); ++i) n *= t.dim(i);
+    return n;
+  };
+  const int64_t row = row_size(table), rows_row = row_size(rows);
   TX_CHECK(index.ndim() == 1 && index.dim(0) == rows.dim(0), op, ": index ", index.shape().str(),
            " must be [", rows.dim(0), "], one id per row of ", rows_name, " ", rows.shape().str());
   TX_CHECK(rows.dim(0) == 0 || row == rows_row, op, ": row sizes differ: ", table_name, " ",

@@ -11,6 +11,8 @@ namespace tx {
 
 size_t CachingAllocator::round_size(size_t bytes) {
   if (bytes <= 512) return 512;
+  // Beyond 2^62 the power of two below would overflow (and the loop never end).
+  TX_CHECK(bytes <= (size_t(1) << 62), "allocator: ", bytes, " bytes asked, more than any memory");
   // Round up to steps of 1/16 of the next power of two: little waste, few distinct sizes.
   size_t p = 1;
   while (p < bytes) p <<= 1;
@@ -19,6 +21,13 @@ size_t CachingAllocator::round_size(size_t bytes) {
 }
 
 void* CachingAllocator::allocate(size_t bytes) {
+  if (exact_) {
+    void* p = raw_->allocate(bytes);
+    std::lock_guard<std::mutex> lock(mutex_);
+    in_use_ += bytes;
+    ++raw_allocations_;
+    return p;
+  }
   size_t size = round_size(bytes);
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -54,6 +63,14 @@ void* CachingAllocator::allocate(size_t bytes) {
 
 void CachingAllocator::deallocate(void* p, size_t bytes) {
   if (!p) return;
+  if (exact_) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      in_use_ -= bytes;
+    }
+    raw_->deallocate(p, bytes);
+    return;
+  }
   size_t size = round_size(bytes);
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -79,6 +96,7 @@ void CachingAllocator::deallocate(void* p, size_t bytes) {
 }
 
 size_t CachingAllocator::discard(void* p, size_t bytes, size_t keep) {
+  if (exact_) return raw_->discard(p, bytes, keep);
   size_t size = round_size(bytes);
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -134,9 +152,19 @@ void CachingAllocator::sweep() {
                  static_cast<unsigned long long>(raw_allocations_));
 }
 
-bool CachingAllocator::stats_requested() {
-  const char* v = std::getenv("TX_ALLOCATOR_STATS");
+namespace {
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
   return v && *v && std::string(v) != "0";
+}
+}  // namespace
+
+bool CachingAllocator::stats_requested() {
+  return env_flag("TX_ALLOCATOR_STATS");
+}
+
+bool CachingAllocator::exact_requested() {
+  return env_flag("TX_ALLOCATOR_EXACT");
 }
 
 size_t CachingAllocator::cached_bytes() const {

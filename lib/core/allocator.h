@@ -51,6 +51,7 @@ class CachingAllocator : public Allocator {
         max_cached_(max_cached_bytes),
         sweep_every_(sweep_every),
         stats_(stats_requested()),
+        exact_(exact_requested()),
         host_(raw_->device().type == DeviceType::cpu) {}
   ~CachingAllocator() override { release_cached(); }
 
@@ -71,6 +72,11 @@ class CachingAllocator : public Allocator {
   size_t above_request_bytes() const;
   // Rounded size that allocate() really reserves for `bytes`.
   static size_t round_size(size_t bytes);
+  // TX_ALLOCATOR_EXACT=1: every request gets a raw block of exactly its size, freed at once, and
+  // arenas hand out one such block a tensor: a checker of the raw blocks (compute-sanitizer, the
+  // CUDA emulation's guard pages) then sees an access past a tensor's end, which inside a
+  // rounded or cached block lands in memory it counts as valid. For checks, not for speed.
+  static bool exact_requested();
 
  private:
   std::unique_ptr<Allocator> raw_;
@@ -99,6 +105,7 @@ class CachingAllocator : public Allocator {
   size_t in_use_ = 0, above_request_ = 0;
   uint64_t raw_allocations_ = 0;
   bool stats_ = false;
+  bool exact_ = false;
   bool host_ = false;  // ASan sees its memory (core/asan_poison.h)
 };
 

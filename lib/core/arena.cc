@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/allocator.h"
 #include "core/asan_poison.h"
 #include "core/error.h"
 
@@ -37,7 +38,8 @@ Arena::Arena(std::shared_ptr<Allocator> allocator, size_t block_bytes)
     : allocator_(std::move(allocator)),
       recycler_(std::make_shared<Recycler>(this, allocator_->device())),
       block_bytes_(block_bytes),
-      host_(allocator_->device().type == DeviceType::cpu) {}
+      host_(allocator_->device().type == DeviceType::cpu),
+      exact_(CachingAllocator::exact_requested()) {}
 
 Arena::~Arena() {
   recycler_->retire();
@@ -55,9 +57,10 @@ void Arena::add_block(size_t size) {
 }
 
 Tensor Arena::allocate(const Shape& shape, DType dtype) {
+  if (exact_) return Tensor::allocate(allocator_, shape, dtype);  // a block of its own
   // Rounded as the caching allocator rounds, so that the slightly different shapes of one
   // step (source and target lengths) share recycled blocks.
-  const size_t asked = static_cast<size_t>(shape.numel()) * size_of(dtype);
+  const size_t asked = Tensor::bytes_for(shape, dtype);
   const size_t bytes = align_up(CachingAllocator::round_size(std::max<size_t>(1, asked)));
   auto it = free_.find(bytes);
   if (it != free_.end() && !it->second.empty()) {

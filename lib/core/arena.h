@@ -51,8 +51,9 @@ class Arena {
   size_t current_ = 0;  // index of the block being filled
   size_t offset_ = 0;   // bytes used in that block
   size_t used_ = 0;
-  size_t peak_ = 0;    // the most bytes any step has used
-  bool host_ = false;  // ASan sees its memory (core/asan_poison.h)
+  size_t peak_ = 0;     // the most bytes any step has used
+  bool host_ = false;   // ASan sees its memory (core/asan_poison.h)
+  bool exact_ = false;  // TX_ALLOCATOR_EXACT: each tensor its own block (allocator.h)
 };
 
 }  // namespace tx

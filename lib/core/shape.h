@@ -4,9 +4,10 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
-#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "core/error.h"
 
 namespace tx {
 
@@ -24,7 +25,11 @@ class Shape {
 
   int ndim() const { return ndim_; }
   // Negative indices count from the end, as in numpy.
-  int64_t operator[](int i) const { return dims_[i < 0 ? i + ndim_ : i]; }
+  int64_t operator[](int i) const {
+    TX_CHECK(i >= -ndim_ && i < ndim_, "Shape: dimension ", i, " of ", str(), ", which has ",
+             ndim_);
+    return dims_[i < 0 ? i + ndim_ : i];
+  }
   int64_t numel() const {
     int64_t n = 1;
     for (int i = 0; i < ndim_; ++i) n *= dims_[i];
@@ -60,9 +65,7 @@ class Shape {
 
  private:
   void assign(const int64_t* first, const int64_t* last) {
-    if (last - first > kMaxDims)
-      throw std::length_error("Shape: " + std::to_string(last - first) + " dimensions, at most " +
-                              std::to_string(kMaxDims));
+    TX_CHECK(last - first <= kMaxDims, "Shape: ", last - first, " dimensions, at most ", kMaxDims);
     ndim_ = static_cast<int>(last - first);
     for (int i = 0; i < ndim_; ++i) dims_[i] = first[i];
   }

@@ -13,9 +13,22 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, DType dtype, size_
            storage_->bytes - offset_);
 }
 
+size_t Tensor::bytes_for(const Shape& shape, DType dtype) {
+  // 2^56 bytes: beyond any machine, and far enough below 2^64 for every rounding after.
+  constexpr uint64_t kMaxBytes = uint64_t(1) << 56;
+  uint64_t bytes = size_of(dtype);
+  for (int64_t d : shape) {
+    TX_CHECK(d >= 0, "tensor: negative dimension in shape ", shape.str());
+    TX_CHECK(d == 0 || bytes <= kMaxBytes / static_cast<uint64_t>(d), "tensor: shape ", shape.str(),
+             " of ", name_of(dtype), " needs more than 2^56 bytes");
+    bytes *= static_cast<uint64_t>(d);
+  }
+  return static_cast<size_t>(bytes);
+}
+
 Tensor Tensor::allocate(const std::shared_ptr<Allocator>& allocator, const Shape& shape,
                         DType dtype) {
-  size_t bytes = static_cast<size_t>(shape.numel()) * size_of(dtype);
+  const size_t bytes = bytes_for(shape, dtype);
   void* p = allocator->allocate(bytes == 0 ? 1 : bytes);
   return Tensor(
       std::make_shared<Storage>(p, bytes == 0 ? 1 : bytes, allocator->device(), allocator), shape,
@@ -30,7 +43,7 @@ void Tensor::discard_after(size_t keep_bytes) const {
 }
 
 Tensor Tensor::borrow(void* data, const Shape& shape, DType dtype, Device device) {
-  size_t bytes = static_cast<size_t>(shape.numel()) * size_of(dtype);
+  const size_t bytes = bytes_for(shape, dtype);
   return Tensor(std::make_shared<Storage>(data, bytes, device, nullptr), shape, dtype);
 }
 

@@ -37,10 +37,16 @@ class Tensor {
   // Allocates shape.numel() elements from `allocator` (uninitialised).
   static Tensor allocate(const std::shared_ptr<Allocator>& allocator, const Shape& shape,
                          DType dtype);
+  // The bytes a dense `shape` of `dtype` needs: an error for a negative dimension or a size no
+  // memory holds (a damaged or hostile file's shapes would otherwise overflow into a small
+  // block, or make the allocator's rounding loop for ever).
+  static size_t bytes_for(const Shape& shape, DType dtype);
   // Wraps memory owned elsewhere; the caller keeps it alive while the tensor is used.
   static Tensor borrow(void* data, const Shape& shape, DType dtype, Device device);
 
   bool defined() const { return static_cast<bool>(storage_); }
+  // Another tensor (a view, a copy) holds this one's memory too.
+  bool storage_shared() const { return storage_.use_count() > 1; }
   const Shape& shape() const { return shape_; }
   DType dtype() const { return dtype_; }
   Device device() const { return storage_ ? storage_->device : Device{}; }

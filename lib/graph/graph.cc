@@ -60,6 +60,7 @@ bool Graph::adopt_grad(const Var& v, const Tensor& dy) {
 }
 
 void Graph::backward(const Var& loss) {
+  check_replayable();
   TX_CHECK(loss->value.numel() == 1, "backward: the loss ", loss->value.str(),
            " must hold one element; pass a seed gradient for a tensor output");
   TX_CHECK(loss->requires_grad,
@@ -70,6 +71,7 @@ void Graph::backward(const Var& loss) {
 }
 
 void Graph::backward(const Var& y, const Tensor& dy) {
+  check_replayable();
   TX_CHECK(y->requires_grad,
            "backward: the output does not depend on anything that needs a "
            "gradient (was it computed with grad disabled?)");
@@ -79,7 +81,14 @@ void Graph::backward(const Var& y, const Tensor& dy) {
   replay();
 }
 
+void Graph::check_replayable() const {
+  TX_CHECK(!replayed_ || !tape_.empty(),
+           "backward: an earlier backward replayed this graph's tape; record the forward again "
+           "(after Graph::reset) for another backward");
+}
+
 void Graph::replay() {
+  replayed_ = true;
   // Each closure was appended after its inputs' producers, so reverse order is topological.
   // Taken out first: if a closure throws, a retried backward must not replay any of them twice.
   std::vector<Backward> tape = std::move(tape_);
@@ -114,11 +123,13 @@ Tensor Graph::weight_operand(const Var& w) {
 
 void Graph::reset() {
   tape_.clear();
+  replayed_ = false;
   if (arena_) arena_->reset();
 }
 
 void Graph::trim() {
   tape_.clear();
+  replayed_ = false;
   if (arena_) arena_->trim();
 }
 

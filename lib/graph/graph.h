@@ -98,6 +98,7 @@ class Graph {
   void trim();
 
  private:
+  void check_replayable() const;
   void replay();
 
   Backend& be_;
@@ -105,6 +106,9 @@ class Graph {
   Rng rng_;
   std::unique_ptr<Arena> arena_;
   std::vector<Backward> tape_;
+  // A backward has replayed the tape since the last reset: a second would find it empty and
+  // leave its gradients unwritten without a word.
+  bool replayed_ = false;
   // weight_operand's copies; the key holds its Var so that no other node reuses the address.
   std::map<Var, Tensor> weight_copies_;
 };

@@ -13,11 +13,16 @@ Var cross_entropy(Graph& g, const Var& logits, const Tensor& targets, float smoo
   Tensor nll_rows;
   if (nll) nll_rows = *nll = g.alloc({rows});
   g.backend().cross_entropy(lv, targets, smoothing, ignore_index, losses->value, nll_rows);
+  // The gradient may overwrite the logits only where nothing else reads them: another op's
+  // backward that marked them needed, or a view of them (reshape) with a reader of its own.
+  const bool read_elsewhere = logits->value_needed;
   if (rec) logits->value_needed = true;
   if (rec)
-    g.record([logits, targets, smoothing, ignore_index, losses, release_logits](Graph& g) {
+    g.record([logits, targets, smoothing, ignore_index, losses, release_logits,
+              read_elsewhere](Graph& g) {
       if (!losses->grad.defined()) return;
-      if (release_logits && !logits->grad.defined() && !logits->persistent) {
+      if (release_logits && !read_elsewhere && !logits->grad.defined() && !logits->persistent &&
+          !logits->value.storage_shared()) {
         const Tensor value = logits->value;
         g.backend().cross_entropy_backward(value, targets, smoothing, ignore_index, losses->grad,
                                            value, /*accumulate=*/false);

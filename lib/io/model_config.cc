@@ -120,9 +120,6 @@ ModelConfig ModelConfig::preset(const std::string& name) {
 }
 
 void ModelConfig::validate(bool require_vocab, const std::string& where) const {
-  auto positive = [&](int64_t v, const char* key) {
-    TX_CHECK(v > 0, where, ": ", key, " = ", v, " must be positive");
-  };
   if (require_vocab) {
     TX_CHECK(src_vocab_size > 0 && tgt_vocab_size > 0, where, ": src_vocab_size = ", src_vocab_size,
              " and tgt_vocab_size = ", tgt_vocab_size,
@@ -131,12 +128,20 @@ void ModelConfig::validate(bool require_vocab, const std::string& where) const {
     TX_CHECK(src_vocab_size >= 0 && tgt_vocab_size >= 0, where,
              ": vocabulary sizes must not be negative");
   }
-  positive(d_model, "d_model");
-  positive(d_ff, "d_ff");
-  positive(heads, "heads");
-  positive(encoder_layers, "encoder_layers");
-  positive(decoder_layers, "decoder_layers");
-  positive(max_length, "max_length");
+  // The upper bounds are far beyond any translation model; a damaged or hostile file's sizes
+  // would otherwise make products that overflow before the first allocation.
+  auto in_range = [&](int64_t v, const char* key, int64_t most) {
+    TX_CHECK(v > 0 && v <= most, where, ": ", key, " = ", v, " must be positive and at most ",
+             most);
+  };
+  in_range(d_model, "d_model", kMaxWidth);
+  in_range(d_ff, "d_ff", kMaxWidth);
+  in_range(heads, "heads", kMaxWidth);
+  in_range(encoder_layers, "encoder_layers", kMaxLayers);
+  in_range(decoder_layers, "decoder_layers", kMaxLayers);
+  in_range(max_length, "max_length", kMaxPositions);
+  TX_CHECK(src_vocab_size <= kMaxVocab && tgt_vocab_size <= kMaxVocab, where, ": vocabulary sizes ",
+           src_vocab_size, " and ", tgt_vocab_size, " must be at most ", kMaxVocab);
   TX_CHECK(d_model % heads == 0, where, ": d_model = ", d_model,
            " is not divisible by heads = ", heads, "; choose heads that divide d_model");
   check_rate(dropout, "dropout", where);
@@ -149,8 +154,8 @@ void ModelConfig::validate(bool require_vocab, const std::string& where) const {
            " must be positive");
   TX_CHECK(positions == Positions::interleaved || d_model % 2 == 0, where,
            ": positions = ", name_of(positions), " needs an even d_model, got ", d_model);
-  TX_CHECK(position_offset >= 0, where, ": position_offset = ", position_offset,
-           " must not be negative");
+  TX_CHECK(position_offset >= 0 && position_offset <= kMaxPositions, where,
+           ": position_offset = ", position_offset, " must be between 0 and ", kMaxPositions);
   auto check_id = [&](int32_t id, const char* key, int64_t vocab, bool optional) {
     TX_CHECK((optional && id == -1) || (id >= 0 && (vocab == 0 || id < vocab)), where, ": ", key,
              " = ", id, " must be a token id below the vocabulary size ", vocab,

@@ -33,6 +33,13 @@ const char* name_of(Positions positions);
 constexpr const char* kModelConfigKey = "tx.model_config";
 
 struct ModelConfig {
+  // validate()'s upper bounds: far beyond any translation model, low enough that no product of
+  // them overflows.
+  static constexpr int64_t kMaxWidth = int64_t(1) << 17;      // d_model, d_ff, heads
+  static constexpr int64_t kMaxLayers = 1024;                 // each stack
+  static constexpr int64_t kMaxPositions = int64_t(1) << 20;  // max_length, position_offset
+  static constexpr int64_t kMaxVocab = int64_t(1) << 24;      // each vocabulary
+
   // 0 means "not yet known": tx-train fills them in from the vocabulary.
   int64_t src_vocab_size = 0;
   int64_t tgt_vocab_size = 0;

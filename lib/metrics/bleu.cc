@@ -54,9 +54,13 @@ int64_t closest_ref_len(int64_t hyp_len, const std::vector<int64_t>& ref_lens) {
   return best < 0 ? 0 : best;
 }
 
-void check_max_order(const BleuOptions& options) {
+void check_options(const BleuOptions& options) {
   TX_CHECK(options.max_order >= 1, "BLEU max_order is ", options.max_order,
            "; use 1 or more (4 is standard)");
+  TX_CHECK(
+      !options.smooth_value || (std::isfinite(*options.smooth_value) && *options.smooth_value >= 0),
+      "BLEU smoothing value ", options.smooth_value.value_or(0),
+      " must be a finite number >= 0 (a negative floor gives the log of a negative number)");
 }
 
 }  // namespace
@@ -144,7 +148,7 @@ std::string BleuScore::format(int width, const std::string& signature) const {
 BleuStats bleu_segment_stats(const std::string& hypothesis,
                              const std::vector<std::string>& references,
                              const BleuOptions& options) {
-  check_max_order(options);
+  check_options(options);
   const int orders = options.max_order;
   const std::string hyp_text = preprocess(hypothesis, options);
   const std::vector<std::string_view> hyp_tokens = split_words(hyp_text);
@@ -187,7 +191,7 @@ BleuStats bleu_segment_stats(const std::string& hypothesis,
 }
 
 BleuScore compute_bleu(const BleuStats& stats, const BleuOptions& options) {
-  check_max_order(options);
+  check_options(options);
   const int orders = options.max_order;
   TX_CHECK(static_cast<int>(stats.counts.size()) == orders &&
                static_cast<int>(stats.totals.size()) == orders,
@@ -246,6 +250,7 @@ BleuScore compute_bleu(const BleuStats& stats, const BleuOptions& options) {
 BleuScore corpus_bleu(const Lines& hypotheses, const std::vector<Lines>& references,
                       const BleuOptions& options) {
   check_corpus(hypotheses, references);
+  check_options(options);
   BleuStats total;
   total.counts.assign(options.max_order, 0);
   total.totals.assign(options.max_order, 0);

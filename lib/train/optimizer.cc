@@ -84,7 +84,7 @@ double Adam::squared_grad_norm() {
   // the reductions on a GPU.
   std::vector<float> sq = be_.download<float>(norms_);
   double total = 0;
-  for (size_t i = 0; i < sq.size(); ++i)
+  for (size_t i = 0; i < items.size(); ++i)
     if (items[i].second->grad.defined()) total += sq[i];
   return total;
 }

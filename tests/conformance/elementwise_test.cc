@@ -443,6 +443,17 @@ TEMPLATE_TEST_CASE("add_positions forward: sinusoidal formula, start 0 / 5 / 100
     }
 }
 
+TEMPLATE_TEST_CASE("add_positions: a start past 2^30 is refused, not read from wild memory",
+                   "[positions]", TX_BACKENDS) {
+  TX_BACKEND_OR_SKIP(be);
+  Tensor x = be->zeros({1, 2, 4}), y = be->empty({1, 2, 4});
+  CHECK_NOTHROW(be->add_positions(x, int64_t(1) << 30, y));
+  CHECK_THROWS_WITH(be->add_positions(x, (int64_t(1) << 30) + 1, y),
+                    Catch::Contains("must be between 0 and 2^30"));
+  CHECK_THROWS_AS(be->add_positions(x, INT64_MAX - 1, y), tx::Error);
+  CHECK_THROWS_AS(be->add_positions(x, -1, y), tx::Error);
+}
+
 TEMPLATE_TEST_CASE("add_positions forward: known values PE(1, 0) = sin 1, PE(1, 1) = cos 1",
                    "[positions]", TX_BACKENDS) {
   TX_BACKEND_OR_SKIP(be);

@@ -171,6 +171,9 @@ TEMPLATE_TEST_CASE("errors: cross_entropy names the operator and the shapes", "[
                    Contains("cross_entropy") && Contains("smoothing"));
   TX_REQUIRE_ERROR(be->cross_entropy_backward(logits, t4, 0.0f, -1, losses, be->zeros({4, 9})),
                    Contains("cross_entropy_backward") && Contains("[4, 10]") && Contains("[4, 9]"));
+  // Rows over no classes: no distribution, and the losses would be left unwritten.
+  TX_REQUIRE_ERROR(be->cross_entropy(be->zeros({4, 0}), t4, 0.0f, -1, losses, Tensor()),
+                   Contains("cross_entropy") && Contains("[4, 0]") && Contains("no classes"));
 }
 
 TEMPLATE_TEST_CASE("errors: gather_rows, scatter_add_rows and top_k name the shapes", "[errors]",
@@ -187,6 +190,10 @@ TEMPLATE_TEST_CASE("errors: gather_rows, scatter_add_rows and top_k name the sha
                    Contains("gather_rows") && Contains("index") && Contains("i32"));
   TX_REQUIRE_ERROR(be->scatter_add_rows(be->zeros({3, 5}), idx3, src),
                    Contains("scatter_add_rows") && Contains("[3, 5]") && Contains("[5, 4]"));
+  // A table of no rows still has rows of 4 (once "row sizes differ"): -1 gives a zero row.
+  Tensor zero_row = be->upload(std::vector<float>{1, 2, 3, 4}, {1, 4});
+  be->gather_rows(be->zeros({0, 4}), be->upload(std::vector<int32_t>{-1}, {1}), zero_row);
+  CHECK(be->download<float>(zero_row) == std::vector<float>{0, 0, 0, 0});
   Tensor x = be->zeros({2, 4});
   TX_REQUIRE_ERROR(be->top_k(x, 5, be->zeros({2, 5}), be->zeros({2, 5}, DType::i32)),
                    Contains("top_k") && Contains("k=5") && Contains("[2, 4]"));

@@ -1,8 +1,9 @@
 // A host emulation of the small part of the CUDA runtime and device language that
 // backends/cuda uses, so that its kernels can run (slowly) on a machine without a GPU: every
 // CUDA thread of a block is a fiber; __syncthreads() and warp shuffles are barriers between
-// them; blocks run one after another; device memory is host memory; a stream runs each call
-// at once. It checks the kernels' indexing, bounds, barriers and reductions against the
+// them; blocks run one after another (every other launch in reverse order, its threads too, as
+// a GPU promises no order); device memory is host memory between guard pages; a stream runs
+// each call at once. It checks the kernels' indexing, bounds, barriers and reductions against the
 // conformance suite; it says nothing about speed, memory coalescing, or real concurrency.
 //
 // Included instead of the real <cuda_runtime.h> (this directory comes first on the include
@@ -40,8 +41,11 @@ const dim3& block_dim();
 const dim3& grid_dim();
 
 void sync_threads();
-// Exchanges 8 bytes with lane (lane ^ offset) of the same warp; every live lane must call it.
-uint64_t shuffle_xor(uint64_t bits, int offset);
+// Exchanges 8 bytes with lane (lane ^ offset) of the same warp. As on a GPU, every lane named
+// in `mask` must call it; and since a lane that has exited or does not exist (a partial warp)
+// gives an undefined value, the emulation aborts unless the mask names all 32 lanes and all 32
+// are live.
+uint64_t shuffle_xor(unsigned mask, uint64_t bits, int offset);
 
 // Runs body() as every thread of every block of the grid.
 void run_grid(dim3 grid, dim3 block, void (*body)(void*), void* context);
@@ -86,11 +90,11 @@ inline void __syncthreads() {
 }
 
 template <typename T>
-T __shfl_xor_sync(unsigned, T v, int offset) {
+T __shfl_xor_sync(unsigned mask, T v, int offset) {
   static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>, "shuffle of up to 8 bytes");
   uint64_t bits = 0;
   std::memcpy(&bits, &v, sizeof(T));
-  bits = ::tx::emu::shuffle_xor(bits, offset);
+  bits = ::tx::emu::shuffle_xor(mask, bits, offset);
   T out;
   std::memcpy(&out, &bits, sizeof(T));
   return out;
@@ -154,22 +158,35 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) {
   p->minor = 0;
   return cudaSuccess;
 }
-// Device memory is host memory, filled with a NaN pattern so that reads of unwritten memory show.
+namespace tx::emu {
+// Device memory: a mapping of its own whose last accessible byte is the block's last (rounded
+// to 4), with a page no one may touch on either side, filled with a NaN pattern so that reads
+// of unwritten memory show. With TX_ALLOCATOR_EXACT=1 (the emulated tests' setting) each
+// tensor is such a block, so an access past a tensor's end faults instead of landing in a
+// rounded block's slack.
+void* device_alloc(size_t bytes);
+void device_free(void* p);
+// Aborts naming the copy when [dst, dst + n) and [src, src + n) overlap: CUDA's copies do
+// not promise memmove's order.
+void check_no_overlap(const void* dst, const void* src, size_t n, const char* what);
+}  // namespace tx::emu
+
 inline cudaError_t cudaMalloc(void** p, size_t bytes) {
-  *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
-  if (!*p) return cudaErrorMemoryAllocation;
-  std::memset(*p, 0xff, bytes);
-  return cudaSuccess;
+  *p = ::tx::emu::device_alloc(bytes);
+  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 inline cudaError_t cudaFree(void* p) {
-  std::free(p);
+  ::tx::emu::device_free(p);
   return cudaSuccess;
 }
+// Pinned host memory is host memory.
 inline cudaError_t cudaMallocHost(void** p, size_t bytes) {
-  return cudaMalloc(p, bytes);
+  *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 inline cudaError_t cudaFreeHost(void* p) {
-  return cudaFree(p);
+  std::free(p);
+  return cudaSuccess;
 }
 inline cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
   *free_bytes = 0;
@@ -178,7 +195,8 @@ inline cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
 }
 inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind,
                                    cudaStream_t) {
-  std::memmove(dst, src, n);
+  ::tx::emu::check_no_overlap(dst, src, n, "cudaMemcpyAsync");
+  std::memcpy(dst, src, n);
   return cudaSuccess;
 }
 inline cudaError_t cudaMemsetAsync(void* dst, int value, size_t n, cudaStream_t) {

@@ -6,11 +6,15 @@
 // with makecontext and afterwards switched with _setjmp/_longjmp (no signal-mask system call
 // per switch): worker i runs thread i of every block.
 #include <setjmp.h>
+#include <sys/mman.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "cuda_runtime.h"
@@ -58,6 +62,9 @@ dim3 block_idx, block_dims, grid_dims;
 void (*body_fn)(void*) = nullptr;
 void* body_context = nullptr;
 std::vector<std::unique_ptr<Worker>> workers;
+// Each device block's mapping (its base and length), by the pointer handed out.
+std::mutex mappings_mutex;
+std::unordered_map<void*, std::pair<char*, size_t>> mappings;
 
 void yield() {
   if (!_setjmp(current_worker->resume)) _longjmp(scheduler, 1);
@@ -72,11 +79,16 @@ void leave(Fiber& f) {
     ++block.generation;
   }
   Warp& w = block.warps[size_t(f.warp)];
-  --w.alive;
-  if (w.arrived > 0 && w.arrived == w.alive) {
-    w.arrived = 0;
-    ++w.generation;
+  // The warp barrier serves only shuffles: a lane leaving while others wait in one leaves them
+  // a value a GPU does not define.
+  if (w.arrived > 0) {
+    std::fprintf(stderr,
+                 "emu: a thread of warp %d (block (%u, %u, %u)) returned while other lanes wait in "
+                 "__shfl_xor_sync: a GPU gives them undefined values\n",
+                 f.warp, block_idx.x, block_idx.y, block_idx.z);
+    std::abort();
   }
+  --w.alive;
 }
 
 // A worker's whole life: run the thread it is given, report, wait for the next.
@@ -140,8 +152,15 @@ void sync_threads() {
   yield();
 }
 
-uint64_t shuffle_xor(uint64_t bits, int offset) {
+uint64_t shuffle_xor(unsigned mask, uint64_t bits, int offset) {
   Warp& w = block.warps[size_t(current->warp)];
+  if (mask != 0xffffffffu || w.alive != 32) {
+    std::fprintf(stderr,
+                 "emu: __shfl_xor_sync with mask %08x in a warp of %d live lanes (block (%u, %u, "
+                 "%u), warp %d): a GPU gives undefined values unless all 32 lanes take part\n",
+                 mask, w.alive, block_idx.x, block_idx.y, block_idx.z, current->warp);
+    std::abort();
+  }
   w.slots[current->lane] = bits;
   warp_barrier();  // every lane has written
   const int from = current->lane ^ offset;
@@ -152,8 +171,9 @@ uint64_t shuffle_xor(uint64_t bits, int offset) {
 
 void run_grid(dim3 grid, dim3 blk, void (*body)(void*), void* context) {
   const long threads = long(blk.x) * blk.y * blk.z;
-  if (threads <= 0 || threads > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
-      grid.y > 65535 || grid.z > 65535) {
+  // sm_90's limits (CUDA C++ Programming Guide, compute capabilities table).
+  if (threads <= 0 || threads > 1024 || blk.x > 1024 || blk.y > 1024 || blk.z > 64 || grid.x == 0 ||
+      grid.y == 0 || grid.z == 0 || grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535) {
     std::fprintf(stderr, "emu: invalid launch shape grid (%u, %u, %u) block (%u, %u, %u)\n", grid.x,
                  grid.y, grid.z, blk.x, blk.y, blk.z);
     std::abort();
@@ -174,47 +194,92 @@ void run_grid(dim3 grid, dim3 blk, void (*body)(void*), void* context) {
   block_dims = blk;
   block.fibers.resize(size_t(threads));
   block.warps.resize(size_t((threads + 31) / 32));
-  for (unsigned bz = 0; bz < grid.z; ++bz)
-    for (unsigned by = 0; by < grid.y; ++by)
-      for (unsigned bx = 0; bx < grid.x; ++bx) {
-        block_idx = dim3(bx, by, bz);
-        for (Warp& w : block.warps) w = Warp{};
-        block.alive = int(threads);
-        block.arrived = 0;
-        block.generation = 0;
-        for (long t = 0; t < threads; ++t) {
-          Fiber& f = block.fibers[size_t(t)];
-          f = Fiber{};
-          f.index = dim3(unsigned(t % blk.x), unsigned((t / blk.x) % blk.y),
-                         unsigned(t / (long(blk.x) * blk.y)));
-          f.warp = int(t / 32);
-          f.lane = int(t % 32);
-          ++block.warps[size_t(f.warp)].alive;
-        }
-        for (;;) {
-          bool pending = false, progress = false;
-          for (size_t t = 0; t < size_t(threads); ++t) {
-            Fiber& f = block.fibers[t];
-            if (f.done) continue;
-            pending = true;
-            if (f.wait_block >= 0 && f.wait_block == block.generation) continue;
-            if (f.wait_warp >= 0 && f.wait_warp == block.warps[size_t(f.warp)].generation) continue;
-            f.wait_block = f.wait_warp = -1;
-            current = &f;
-            resume(t);
-            current = nullptr;
-            progress = true;
-          }
-          if (!pending) break;
-          if (!progress) {
-            std::fprintf(stderr,
-                         "emu: deadlock in block (%u, %u, %u): a barrier or shuffle is not "
-                         "reached by every live thread\n",
-                         bx, by, bz);
-            std::abort();
-          }
-        }
+  // A GPU runs blocks, and the threads between two barriers, in no promised order: every other
+  // launch runs both backwards, so a kernel whose result depends on the order differs between
+  // its calls (the conformance suite calls each kernel many times).
+  static bool backwards = true;
+  backwards = !backwards;
+  const unsigned long blocks = (unsigned long)grid.x * grid.y * grid.z;
+  for (unsigned long b = 0; b < blocks; ++b) {
+    const unsigned long n = backwards ? blocks - 1 - b : b;
+    const unsigned bx = unsigned(n % grid.x), by = unsigned(n / grid.x % grid.y),
+                   bz = unsigned(n / grid.x / grid.y);
+    block_idx = dim3(bx, by, bz);
+    for (Warp& w : block.warps) w = Warp{};
+    block.alive = int(threads);
+    block.arrived = 0;
+    block.generation = 0;
+    for (long t = 0; t < threads; ++t) {
+      Fiber& f = block.fibers[size_t(t)];
+      f = Fiber{};
+      f.index = dim3(unsigned(t % blk.x), unsigned((t / blk.x) % blk.y),
+                     unsigned(t / (long(blk.x) * blk.y)));
+      f.warp = int(t / 32);
+      f.lane = int(t % 32);
+      ++block.warps[size_t(f.warp)].alive;
+    }
+    for (;;) {
+      bool pending = false, progress = false;
+      for (size_t i = 0; i < size_t(threads); ++i) {
+        const size_t t = backwards ? size_t(threads) - 1 - i : i;
+        Fiber& f = block.fibers[t];
+        if (f.done) continue;
+        pending = true;
+        if (f.wait_block >= 0 && f.wait_block == block.generation) continue;
+        if (f.wait_warp >= 0 && f.wait_warp == block.warps[size_t(f.warp)].generation) continue;
+        f.wait_block = f.wait_warp = -1;
+        current = &f;
+        resume(t);
+        current = nullptr;
+        progress = true;
       }
+      if (!pending) break;
+      if (!progress) {
+        std::fprintf(stderr,
+                     "emu: deadlock in block (%u, %u, %u): a barrier or shuffle is not "
+                     "reached by every live thread\n",
+                     bx, by, bz);
+        std::abort();
+      }
+    }
+  }
+}
+
+void* device_alloc(size_t bytes) {
+  static const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  const size_t body = (std::max<size_t>(bytes, 1) + 3) / 4 * 4;
+  const size_t span = (body + page - 1) / page * page + 2 * page;
+  void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  char* base = static_cast<char*>(m);
+  mprotect(base, page, PROT_NONE);
+  mprotect(base + span - page, page, PROT_NONE);
+  char* user = base + span - page - body;
+  std::memset(user, 0xff, body);
+  std::lock_guard<std::mutex> lock(mappings_mutex);
+  mappings[user] = {base, span};
+  return user;
+}
+
+void device_free(void* p) {
+  if (!p) return;
+  std::lock_guard<std::mutex> lock(mappings_mutex);
+  auto it = mappings.find(p);
+  if (it == mappings.end()) {
+    std::fprintf(stderr, "emu: cudaFree of %p, which cudaMalloc did not return\n", p);
+    std::abort();
+  }
+  munmap(it->second.first, it->second.second);
+  mappings.erase(it);
+}
+
+void check_no_overlap(const void* dst, const void* src, size_t n, const char* what) {
+  const auto d = reinterpret_cast<uintptr_t>(dst), s = reinterpret_cast<uintptr_t>(src);
+  if (n > 0 && dst != src && d < s + n && s < d + n) {
+    std::fprintf(stderr, "emu: %s of %zu bytes from %p to %p: the ranges overlap\n", what, n, src,
+                 dst);
+    std::abort();
+  }
 }
 
 }  // namespace tx::emu
