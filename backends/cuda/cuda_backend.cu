@@ -17,12 +17,17 @@ namespace {
 // streams and memory belong to one device, and a backend may be used from any thread.
 class DeviceGuard {
  public:
-  explicit DeviceGuard(int index) {
+  // `checked` false: on the free path, which runs in destructors, where a throw would end the
+  // program instead of reporting the error that is unwinding it.
+  explicit DeviceGuard(int index, bool checked = true) {
     cudaGetDevice(&previous_);
-    if (previous_ != index)
-      check(cudaSetDevice(index), "cudaSetDevice");
-    else
+    if (previous_ == index) {
       previous_ = -1;
+    } else if (checked) {
+      check(cudaSetDevice(index), "cudaSetDevice");
+    } else if (cudaSetDevice(index) != cudaSuccess) {
+      cudaGetLastError();
+    }
   }
   ~DeviceGuard() {
     if (previous_ >= 0) cudaSetDevice(previous_);
@@ -56,7 +61,7 @@ class DeviceAllocator : public Allocator {
     return p;
   }
   void deallocate(void* p, size_t) override {
-    DeviceGuard guard(index_);
+    DeviceGuard guard(index_, /*checked=*/false);
     cudaFree(p);
   }
   Device device() const override { return Device{DeviceType::cuda, index_}; }
