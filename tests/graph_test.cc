@@ -366,6 +366,9 @@ TEMPLATE_TEST_CASE("graph: release frees a value no backward reads and keeps the
       CHECK(y->value.defined());
       // A forward that reads a released value is an error, not a crash.
       CHECK_THROWS_WITH(tx::ops::scale(g, h, 1.0f), Catch::Contains("ops::release"));
+      // Nor is downloading it.
+      CHECK_THROWS_WITH(be->download<float>(h->value),
+                        Catch::Contains("of shape [2, 3, 5], a graph value ops::release freed"));
     }
     g.backward(tx::ops::sum(g, y));
     dx = be->download<float>(x->grad);

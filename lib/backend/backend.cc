@@ -11,7 +11,11 @@ namespace {
 
 // Each check names the operator, the argument and its shape, and what was expected.
 void require_defined(const char* op, const char* arg, const Tensor& t) {
-  TX_CHECK(t.defined(), op, ": ", arg, " is an undefined tensor; pass an allocated tensor");
+  // A released graph value keeps its shape and loses its memory (ops::release, drop_value).
+  TX_CHECK(t.defined(), op, ": ", arg, " is an undefined tensor",
+           t.ndim() > 0 ? str(" of shape ", t.shape().str(), ", a graph value ops::release freed")
+                        : std::string(),
+           "; pass an allocated tensor");
 }
 
 void require_dtype(const char* op, const char* arg, const Tensor& t, DType want) {
