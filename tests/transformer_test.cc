@@ -721,6 +721,13 @@ TEMPLATE_TEST_CASE(
     for (size_t i = 0; i < second.size(); ++i)
       for (size_t k = 0; k < second[i].size(); ++k)
         CHECK(second[i][k] == Approx(own_steps[3 + i][k]).margin(1e-5));
+
+    // Every hypothesis done: a state of no rows is refused by name, not deep in attention.
+    state.reorder({});
+    CHECK(state.batch() == 0);
+    CHECK_THROWS_WITH(
+        model.decode_step(g, state, be->upload(std::vector<int32_t>{}, {0, 1}), state.length()),
+        Catch::Contains("a state has no rows left"));
   }
   SECTION("fan-out after the first step into preallocated slots, as beam search does") {
     // One row per sentence decodes step 0; the fan-out then fills the slots given at the start

@@ -210,6 +210,9 @@ Var Transformer::decode_step(Graph& g, const std::vector<DecoderState*>& states,
   int64_t rows = 0;
   for (const DecoderState* state : states) {
     rows += state->batch();
+    TX_CHECK(state->batch() > 0,
+             "Transformer::decode_step: a state has no rows left (reordered to none); drop it "
+             "from the step once its hypotheses are done");
     TX_CHECK(state->layers() == static_cast<int>(decoder_.size()),
              "Transformer::decode_step: a state has ", state->layers(), " layers, the model ",
              decoder_.size());
