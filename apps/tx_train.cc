@@ -147,7 +147,7 @@ int train(const Options& options) {
     t.src_vocab = vocabs.front();
     t.tgt_vocab = vocabs.back();
   }
-  t.vocab_size = options.int32("dim-vocabs");  // the table's check: positive
+  t.vocab_size = options.int32("dim-vocabs");  // the table's check: positive, at most 2^24
   t.model = options.model_config();
 
   t.max_tokens = options.integer("max-tokens");

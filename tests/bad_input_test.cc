@@ -282,7 +282,7 @@ TEST_CASE("bad input: tx-train names the bad corpus or config, and writes nothin
               {"--d-ff: 3000000000 must be positive and at most 131072"});
   check_fails(f.run(TX_TRAIN_BIN, "--position-offset 2000000 --dry-run"), p, 2,
               {"--position-offset: 2000000 must be 0 or more and at most 1048576"});
-  // Within those sizes but beyond the memory there is (4 GB of address space here, 16 GB a
+  // Within those sizes but beyond the memory there is (4 GB of address space here, 32 GiB a
   // weight): one line, not "std::bad_alloc" or a crash. (AddressSanitizer needs the address
   // space for its shadow memory.)
 #if !defined(__SANITIZE_ADDRESS__)

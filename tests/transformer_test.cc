@@ -957,6 +957,16 @@ TEMPLATE_TEST_CASE(
         return out;
       };
       const auto plain = grads(false), trainer = grads(true);
+      // The trainer's loss drops the logits (the step's largest tensor) as its backward writes
+      // their gradient over them: a guard against another reader must not turn that off.
+      {
+        Graph g(*be, GraphOptions{true, true, /*seed=*/9, /*arena=*/true});
+        Var logits = model.forward(g, be->upload(b.src, {b.B, b.S}), be->upload(b.src_len, {b.B}),
+                                   be->upload(b.tgt_in, {b.B, b.T}));
+        g.backward(tx::nn::label_smoothed_loss(g, logits, be->upload(b.tgt_out, {b.B, b.T}), 0.1f,
+                                               kPad, nullptr, /*release_logits=*/true));
+        CHECK_FALSE(logits->value.defined());
+      }
       REQUIRE(plain.size() == trainer.size());
       for (size_t i = 0; i < plain.size(); ++i) {
         INFO(params.items()[i].first);

@@ -51,8 +51,8 @@ class CachingAllocator : public Allocator {
         max_cached_(max_cached_bytes),
         sweep_every_(sweep_every),
         stats_(stats_requested()),
-        exact_(exact_requested()),
-        host_(raw_->device().type == DeviceType::cpu) {}
+        host_(raw_->device().type == DeviceType::cpu),
+        exact_(exact_requested() && !host_) {}
   ~CachingAllocator() override { release_cached(); }
 
   void* allocate(size_t bytes) override;
@@ -72,10 +72,12 @@ class CachingAllocator : public Allocator {
   size_t above_request_bytes() const;
   // Rounded size that allocate() really reserves for `bytes`.
   static size_t round_size(size_t bytes);
-  // TX_ALLOCATOR_EXACT=1: every request gets a raw block of exactly its size, freed at once, and
-  // arenas hand out one such block a tensor: a checker of the raw blocks (compute-sanitizer, the
-  // CUDA emulation's guard pages) then sees an access past a tensor's end, which inside a
-  // rounded or cached block lands in memory it counts as valid. For checks, not for speed.
+  // TX_ALLOCATOR_EXACT=1, on a device other than the CPU: every request gets a raw block of
+  // exactly its size, freed at once, and arenas hand out one such block a tensor, so a checker
+  // of the raw blocks (compute-sanitizer, the CUDA emulation's guard pages) sees an access past
+  // a tensor's end, which inside a rounded or cached block lands in memory it counts as valid.
+  // For checks, not for speed. The CPU keeps its blocks: AddressSanitizer already sees one byte
+  // past a tensor there (the rest of a block is poisoned), and would not see into mmap'd ones.
   static bool exact_requested();
 
  private:
@@ -105,8 +107,8 @@ class CachingAllocator : public Allocator {
   size_t in_use_ = 0, above_request_ = 0;
   uint64_t raw_allocations_ = 0;
   bool stats_ = false;
-  bool exact_ = false;
   bool host_ = false;  // ASan sees its memory (core/asan_poison.h)
+  bool exact_ = false;
 };
 
 }  // namespace tx

@@ -39,7 +39,7 @@ Arena::Arena(std::shared_ptr<Allocator> allocator, size_t block_bytes)
       recycler_(std::make_shared<Recycler>(this, allocator_->device())),
       block_bytes_(block_bytes),
       host_(allocator_->device().type == DeviceType::cpu),
-      exact_(CachingAllocator::exact_requested()) {}
+      exact_(CachingAllocator::exact_requested() && !host_) {}
 
 Arena::~Arena() {
   recycler_->retire();

@@ -53,7 +53,7 @@ class Arena {
   size_t used_ = 0;
   size_t peak_ = 0;     // the most bytes any step has used
   bool host_ = false;   // ASan sees its memory (core/asan_poison.h)
-  bool exact_ = false;  // TX_ALLOCATOR_EXACT: each tensor its own block (allocator.h)
+  bool exact_ = false;  // TX_ALLOCATOR_EXACT off the CPU: each tensor its own block (allocator.h)
 };
 
 }  // namespace tx

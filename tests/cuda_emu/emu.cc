@@ -247,13 +247,15 @@ void run_grid(dim3 grid, dim3 blk, void (*body)(void*), void* context) {
 
 void* device_alloc(size_t bytes) {
   static const size_t page = size_t(sysconf(_SC_PAGESIZE));
-  const size_t body = (std::max<size_t>(bytes, 1) + 3) / 4 * 4;
+  const size_t body = std::max<size_t>(bytes, 1);  // unrounded: one byte past it faults
   const size_t span = (body + page - 1) / page * page + 2 * page;
   void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return nullptr;
   char* base = static_cast<char*>(m);
-  mprotect(base, page, PROT_NONE);
-  mprotect(base + span - page, page, PROT_NONE);
+  if (mprotect(base, page, PROT_NONE) != 0 || mprotect(base + span - page, page, PROT_NONE) != 0) {
+    std::perror("emu: mprotect of a device block's guard pages");  // vm.max_map_count?
+    std::abort();
+  }
   char* user = base + span - page - body;
   std::memset(user, 0xff, body);
   std::lock_guard<std::mutex> lock(mappings_mutex);

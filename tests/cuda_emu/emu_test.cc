@@ -88,7 +88,8 @@ TEST_CASE("cuda emulation: shuffles need all 32 lanes live, launches sm_90's lim
           float* out = device_floats(32);
           TX_LAUNCH(shuffle_after_exit, 1, 32, nullptr)(out);
         }) == SIGABRT);
-  CHECK(dies_by([] { TX_LAUNCH(noop, dim3(1, 65535), 1024, nullptr)(); }) == 0);
+  CHECK(dies_by([] { TX_LAUNCH(noop, dim3(1, 65535), 1, nullptr)(); }) == 0);
+  CHECK(dies_by([] { TX_LAUNCH(noop, 1, 1024, nullptr)(); }) == 0);
   CHECK(dies_by([] { TX_LAUNCH(noop, dim3(1, 65536), 32, nullptr)(); }) == SIGABRT);
   CHECK(dies_by([] { TX_LAUNCH(noop, 1, dim3(1, 1, 65), nullptr)(); }) == SIGABRT);
   CHECK(dies_by([] { TX_LAUNCH(noop, 1, 1025, nullptr)(); }) == SIGABRT);
