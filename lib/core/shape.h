@@ -26,8 +26,7 @@ class Shape {
   int ndim() const { return ndim_; }
   // Negative indices count from the end, as in numpy.
   int64_t operator[](int i) const {
-    TX_CHECK(i >= -ndim_ && i < ndim_, "Shape: dimension ", i, " of ", str(), ", which has ",
-             ndim_);
+    if (i < -ndim_ || i >= ndim_) bad_index(i);
     return dims_[i < 0 ? i + ndim_ : i];
   }
   int64_t numel() const {
@@ -64,6 +63,10 @@ class Shape {
   }
 
  private:
+  // Out of line and cold: every operator reads dimensions, and its inlined check stays a compare.
+  [[noreturn]] __attribute__((noinline, cold)) void bad_index(int i) const {
+    throw Error(::tx::str("Shape: dimension ", i, " of ", str(), ", which has ", ndim_));
+  }
   void assign(const int64_t* first, const int64_t* last) {
     TX_CHECK(last - first <= kMaxDims, "Shape: ", last - first, " dimensions, at most ", kMaxDims);
     ndim_ = static_cast<int>(last - first);

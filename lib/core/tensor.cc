@@ -6,8 +6,7 @@ namespace tx {
 
 Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, DType dtype, size_t offset_bytes)
     : storage_(std::move(storage)), shape_(std::move(shape)), dtype_(dtype), offset_(offset_bytes) {
-  for (int64_t d : shape_.dims())
-    TX_CHECK(d >= 0, "tensor: negative dimension in shape ", shape_.str());
+  for (int64_t d : shape_) TX_CHECK(d >= 0, "tensor: negative dimension in shape ", shape_.str());
   TX_CHECK(!storage_ || offset_ + nbytes() <= storage_->bytes, "tensor: shape ", shape_.str(),
            " of ", name_of(dtype), " needs ", nbytes(), " bytes but its storage has ",
            storage_->bytes - offset_);
@@ -19,9 +18,8 @@ size_t Tensor::bytes_for(const Shape& shape, DType dtype) {
   uint64_t bytes = size_of(dtype);
   for (int64_t d : shape) {
     TX_CHECK(d >= 0, "tensor: negative dimension in shape ", shape.str());
-    TX_CHECK(d == 0 || bytes <= kMaxBytes / static_cast<uint64_t>(d), "tensor: shape ", shape.str(),
-             " of ", name_of(dtype), " needs more than 2^56 bytes");
-    bytes *= static_cast<uint64_t>(d);
+    TX_CHECK(!__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) && bytes <= kMaxBytes,
+             "tensor: shape ", shape.str(), " of ", name_of(dtype), " needs more than 2^56 bytes");
   }
   return static_cast<size_t>(bytes);
 }
