@@ -21,6 +21,7 @@
 #include "gradient_check.h"
 #include "nn/transformer.h"
 #include "support/backends.h"
+#include "support/tiny_translator.h"
 #include "train_tiny.h"
 
 namespace {
@@ -780,34 +781,7 @@ TEMPLATE_TEST_CASE("decode beam search: invalid options name the flag", "[decode
 
 namespace {
 
-// A vocabulary trained on a small generated corpus, and a random model over it.
-struct TinyTranslator {
-  TinyTranslator() {
-    const std::vector<std::string> words = {"das",   "Haus",    "ist", "klein", "der",  "Hund",
-                                            "läuft", "schnell", "ein", "Baum",  "grün", "alt"};
-    std::string text;
-    tx::Rng rng(3);
-    for (int i = 0; i < 200; ++i) {
-      const int n = 1 + static_cast<int>(rng.uniform() * 6);
-      for (int w = 0; w < n; ++w)
-        text += (w ? " " : "") + words[static_cast<size_t>(rng.uniform() * words.size())];
-      text += "\n";
-    }
-    std::ofstream(dir.file("corpus.txt")) << text;
-    tx::data::VocabTrainOptions vo;
-    vo.inputs = {dir.file("corpus.txt")};
-    vo.prefix = dir.file("vocab");
-    vo.vocab_size = 40;
-    vo.hard_vocab_limit = false;
-    vocab = std::make_unique<Vocab>(tx::data::train_vocab(vo).model_path);
-    be = tx::test::cpu_backend();
-    model = std::make_unique<TinyModel>(*be, 7, vocab->size());
-  }
-  tx::test::TempDir dir;
-  std::unique_ptr<Vocab> vocab;
-  std::unique_ptr<tx::Backend> be;
-  std::unique_ptr<TinyModel> model;
-};
+using tx::test::TinyTranslator;
 
 std::vector<std::string> split_lines(const std::string& text) {
   std::vector<std::string> out;

@@ -66,6 +66,7 @@ InferenceBatcher::InferenceBatcher(std::istream& in, std::string name, const Voc
 
 bool InferenceBatcher::next(SourceBatch& batch) {
   if (next_ == window_.size()) {
+    if (error_) return false;
     int64_t first = reader_.line_number();
     std::vector<std::vector<int32_t>> lines;
     std::string line;
@@ -79,7 +80,7 @@ bool InferenceBatcher::next(SourceBatch& batch) {
               (options_.max_sentences > 0 && count >= saturating_mul(m, options_.max_sentences)));
     };
     std::vector<std::vector<int32_t>> prefixes;
-    while (!full() && reader_.next(line)) {
+    auto read = [&] {
       bool cropped = false;
       if (options_.prefix_vocab) {
         const size_t tab = line.find('\t');
@@ -97,8 +98,17 @@ bool InferenceBatcher::next(SourceBatch& batch) {
       cropped = crop_source(lines.back(), options_.max_source_tokens) || cropped;
       if (cropped && lines_cropped_++ == 0) first_cropped_line_ = reader_.line_number();
       tokens += source_row_length(static_cast<int64_t>(lines.back().size()));
+    };
+    try {
+      while (!full() && reader_.next(line)) read();
+    } catch (const Error&) {
+      if (lines.empty()) throw;
+      // The lines before the bad one are searched first: a pipe's output keeps them.
+      error_ = std::current_exception();
+      if (prefixes.size() > lines.size()) prefixes.pop_back();
     }
     if (lines.empty()) return false;
+    lines_read_ = first + static_cast<int64_t>(lines.size());
     window_ = make_source_batches(lines, first, options_);
     if (options_.prefix_vocab)
       for (SourceBatch& b : window_)
@@ -107,6 +117,10 @@ bool InferenceBatcher::next(SourceBatch& batch) {
   }
   batch = std::move(window_[next_++]);
   return true;
+}
+
+void InferenceBatcher::throw_pending_error() const {
+  if (error_) std::rethrow_exception(error_);
 }
 
 }  // namespace tx::data

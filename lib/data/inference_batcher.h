@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <istream>
 #include <string>
 #include <vector>
@@ -57,11 +58,14 @@ class InferenceBatcher {
                    const InferenceBatcherOptions& options);
 
   // The next batch; false at the end of the input. Throws tx::Error naming the input and line
-  // for invalid UTF-8.
+  // for invalid UTF-8; a bad line inside a window first ends the input after the lines before
+  // it, so that their translations are not lost, and throw_pending_error() raises it.
   bool next(SourceBatch& batch);
+  // The error that ended the input early, if any: call it once the batches are translated.
+  void throw_pending_error() const;
 
-  // Lines read so far; at the end, the number of output lines due.
-  int64_t lines_read() const { return reader_.line_number(); }
+  // Lines handed out in batches so far; at the end, the number of output lines due.
+  int64_t lines_read() const { return lines_read_; }
   // Lines whose source (or --force-decode prefix) was cropped so far, and
   // the 1-based number of the first.
   int64_t lines_cropped() const { return lines_cropped_; }
@@ -73,6 +77,8 @@ class InferenceBatcher {
   InferenceBatcherOptions options_;
   std::vector<SourceBatch> window_;  // the current window's batches
   size_t next_ = 0;
+  int64_t lines_read_ = 0;
+  std::exception_ptr error_;  // what ended the input early
   int64_t lines_cropped_ = 0, first_cropped_line_ = 0;
 };
 

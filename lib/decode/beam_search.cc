@@ -18,8 +18,6 @@ using data::Vocab;
 
 // A score for "impossible". Finite rather than -inf: the rank-1 GEMM multiplies it, and a
 // kernel that pads K with zeros would turn -inf into NaN. Anything below kDeadBelow is dead.
-constexpr float kDead = -1e30f;
-constexpr float kDeadBelow = -1e29f;
 
 // One sentence while it is searched.
 struct Sentence {
@@ -81,8 +79,16 @@ bool settled(const Sentence& s, const std::vector<Row>& live, int n_best, float 
   return scores[n_best - 1] > normalise(best_live, static_cast<size_t>(s.max_length + 2), alpha);
 }
 
+// Marian's empty translation of an empty source (eos alone): its eos aligned to the source's.
+// (Under the other rules an empty source is searched like any other.)
+bool eos_to_eos(const std::vector<int32_t>& source, const Hypothesis& h) {
+  return source.size() <= 1 && h.ids.empty();
+}
+
 const nn::Transformer& first_model(const std::vector<const nn::Transformer*>& models) {
-  TX_CHECK(!models.empty() && models.front(), "beam search: no model given");
+  TX_CHECK(!models.empty(), "beam search: no model given");
+  for (size_t m = 0; m < models.size(); ++m)
+    TX_CHECK(models[m], "beam search: model ", m + 1, " of ", models.size(), " is null");
   return *models.front();
 }
 
@@ -100,14 +106,17 @@ void BeamSearchOptions::validate() const {
     TX_CHECK(sampling.top_k >= 0, "--output-sampling topk ", sampling.top_k,
              ": K must be positive");
   }
-  TX_CHECK(beam_size >= 1, "--beam-size ", beam_size, " must be at least 1 (1: greedy)");
+  // (The bound keeps 2 * beam candidates a sentence within an int; no search needs more.)
+  TX_CHECK(beam_size >= 1 && beam_size <= kMaxBeam, "--beam-size ", beam_size,
+           " must be between 1 (greedy) and ", kMaxBeam);
   TX_CHECK(n_best >= 1 && n_best <= beam_size, "--n-best ", n_best,
            " must be between 1 and --beam-size (", beam_size, ")");
   TX_CHECK(std::isfinite(max_length_a) && max_length_a >= 0 && max_length_b >= 0,
            "--max-length-factor ", max_length_a, " and --max-length-b ", max_length_b,
            " must be >= 0");
   TX_CHECK(min_length >= 0, "--min-length ", min_length, " must be >= 0");
-  TX_CHECK(length_penalty >= 0, "--normalize ", length_penalty, " must be >= 0 (0: none)");
+  TX_CHECK(std::isfinite(length_penalty) && length_penalty >= 0, "--normalize ", length_penalty,
+           " must be a number >= 0 (0: none)");
 }
 
 BeamSearch::BeamSearch(Backend& be, const nn::Transformer& model, BeamSearchOptions options)
@@ -133,7 +142,8 @@ BeamSearch::BeamSearch(Backend& be, std::vector<const nn::Transformer*> models,
       std::all_of(weights_.begin(), weights_.end(), [](float w) { return w >= 0.0f; });
   for (size_t m = 0; m < models_.size(); ++m) {
     const io::ModelConfig& o = models_[m]->config();
-    TX_CHECK(std::isfinite(weights_[m]), "--weights: weight ", m + 1, " is not a number");
+    TX_CHECK(std::isfinite(weights_[m]), "--weights: weight ", m + 1, " (", weights_[m],
+             ") is not a finite number");
     TX_CHECK(
         o.src_vocab_size == config.src_vocab_size && o.tgt_vocab_size == vocab_ &&
             o.eos_id == config.eos_id && o.pad_id == config.pad_id && o.bos_id == config.bos_id &&
@@ -211,6 +221,7 @@ std::vector<NBest> BeamSearch::search(const data::SourceBatch& batch) {
   auto next = [&](SourceSentence& s) {
     if (r == batch.size) return false;
     s.index = r;
+    s.prefix = batch.prefixes.empty() ? std::vector<int32_t>() : batch.prefixes[r];
     s.ids = batch.row(r++);
     return true;
   };
@@ -307,10 +318,23 @@ BeamSearch::Cohort BeamSearch::start(Graph& g, std::vector<SourceSentence> sente
     c.rows.push_back(Row{static_cast<int32_t>(b), model_.config().decoder_start_id, 0.0f, -1, {}});
     if (weighted_ && options_.scores) c.rows.back().parts.assign(models_.size(), 0.0f);
   }
-  for (const SourceSentence& s : sentences)
-    for (int32_t id : s.prefix)
+  const io::ModelConfig& config = model_.config();
+  for (const SourceSentence& s : sentences) {
+    // (The Translator's sources always are: it crops a long line and appends eos.)
+    TX_CHECK(!s.ids.empty() && s.ids.back() == config.eos_id &&
+                 static_cast<int64_t>(s.ids.size()) <= max_positions_,
+             "beam search: source ", s.index, " must be ids ending in eos (", config.eos_id,
+             ") within the model's ", max_positions_, " positions; it has ", s.ids.size(), " ids",
+             s.ids.empty() ? "" : str(", the last ", s.ids.back()));
+    for (int32_t id : s.prefix) {
       TX_CHECK(id >= 0 && id < vocab_, "beam search: prefix id ", id,
                " is outside the target vocabulary of ", vocab_, " ids");
+      // The search adds bos and eos itself, and never produces pad.
+      TX_CHECK(id != config.eos_id && id != config.bos_id && id != config.pad_id,
+               "beam search: prefix of source ", s.index, " holds the special id ", id,
+               " (pad, bos or eos); a prefix is target words only");
+    }
+  }
   if (options_.shortlist) {
     std::vector<int32_t>& ids = c.shortlist;
     ids = options_.shortlist->always();
@@ -466,6 +490,8 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
       // finite, where a subnormal T made them infinite and every probability NaN.
       const Tensor scaled = be_.empty({count, V}), p = be_.empty({count, V});
       be_.scale(lp, static_cast<float>(1.0 / std::max(double(o.temperature), 1e-20)), scaled);
+      // Masked again: at a temperature near 1e30 the mask's -1e30 would scale to about -1.
+      be_.add_bias(scaled, eos ? mask : mask_no_eos, scaled);
       be_.softmax(scaled, 1.0f, Tensor(), false, p);
       probs = be_.download<float>(p);
     }
@@ -579,13 +605,17 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
       const float eos_mask = eos_allowed(c) ? 0.0f : kDead;
       for (int64_t r = 0; r < R; ++r) eos_scores[r] = (eos_scores[r] + eos_mask) + row_scores[r];
     }
-    if (forcing) {
+    if (forcing && log_probs) {
       // Rows of a sentence still in its prefix: its next prefix token, unmasked.
       forced_scores = scores_of([&](int64_t r) {
         const Sentence& s = c.sentences[c.active[r / width]];
         return forced(s) ? s.prefix[t] : eos;
       });
       for (int64_t r = 0; r < R; ++r) forced_scores[r] += row_scores[r];
+    } else if (forcing) {
+      // Greedy search without scores masked its logits in place and shows no score: a row keeps
+      // its own, so that a token the mask forbids (unk, say) is forced all the same.
+      forced_scores.assign(row_scores, row_scores + R);
     }
 
     // An ensemble's per-model log-probs of what this step may choose: every candidate
@@ -770,13 +800,13 @@ void BeamSearch::step(Graph& g, std::vector<Cohort>& cohorts, const Done& done) 
   std::vector<AlignmentRequest> requests;
   for (const Finished& f : aligning)
     for (const Hypothesis& h : f.nbest)
-      if (f.source.size() > 1) requests.push_back({&f.source, &h.ids, h.eos});
+      if (!eos_to_eos(f.source, h)) requests.push_back({&f.source, &h.ids, h.eos});
   std::vector<SoftAlignment> soft = soft_alignments(g, model_, requests);
   size_t next = 0;
   for (Finished& f : aligning) {
     // An empty source's (Marian's rule) empty translation: its eos aligned to the source's.
     for (Hypothesis& h : f.nbest)
-      h.alignment = f.source.size() > 1 ? std::move(soft[next++]) : SoftAlignment{{1.0f}};
+      h.alignment = eos_to_eos(f.source, h) ? SoftAlignment{{1.0f}} : std::move(soft[next++]);
     done(f.index, std::move(f.nbest));
   }
 }

@@ -67,6 +67,7 @@ enum class SearchRule {
 };
 
 struct BeamSearchOptions {
+  static constexpr int kMaxBeam = 1 << 20;
   int beam_size = 5;
   int n_best = 1;  // hypotheses returned per sentence, 1 <= n_best <= beam_size
   // Output tokens (eos not counted) at most: floor(a * source tokens + b), source tokens
@@ -114,8 +115,10 @@ struct BeamSearchOptions {
 // One translation: target ids without bos and eos, and its scores.
 struct Hypothesis {
   std::vector<int32_t> ids;
-  float log_prob = 0;  // sum of the log-probabilities of ids and eos
-  float score = 0;     // log_prob / (ids.size() + 1)^length_penalty: what ranks hypotheses
+  float log_prob = 0;  // sum of the log-probabilities of ids and eos (if it has one)
+  // log_prob / length^length_penalty, length the tokens scored (ids and eos if it has one):
+  // what ranks hypotheses
+  float score = 0;
   // An ensemble's search with scores: each model's own log-prob of ids and eos (log_prob is
   // their weighted sum), as marian-decoder's n-best lists print them (F0, F1, ...); else empty.
   std::vector<float> model_log_probs;

@@ -35,7 +35,8 @@ int32_t draw_token(const float* lp, int64_t V, int top_k, float temperature, flo
   double total = 0;
   for (int64_t i = 0; i < count; ++i) {
     const double v = lp[token(i)];
-    weight[i] = std::isnan(v) ? 0.0 : std::exp((v - best) * inv_t);
+    // (A masked token's -1e30 would weigh about e^-1 at a temperature of 1e30.)
+    weight[i] = std::isnan(v) || v < kDeadBelow ? 0.0 : std::exp((v - best) * inv_t);
     total += weight[i];
   }
   const double target = double(u) * total;

@@ -7,6 +7,12 @@
 
 namespace tx::decode {
 
+// The log-prob beam search gives a token it must not produce (pad, bos, unk unless allowed, eos
+// before --min-length, a dead row's candidates): finite, so that sums of it stay comparable.
+inline constexpr float kDead = -1e30f;
+// Below this a log-prob is a masked token's: no real model's score comes near.
+inline constexpr float kDeadBelow = -1e29f;
+
 struct SamplingOptions {
   bool on = false;
   int top_k = 0;             // 0: the whole vocabulary
@@ -21,8 +27,8 @@ float sampling_uniform(uint64_t seed, int64_t index, int64_t t);
 // The token that u in [0, 1) picks from log-probabilities lp[0..V): the inverse of the
 // cumulative distribution of exp(lp / temperature), renormalised over the candidates: every
 // token in index order, or (top_k > 0) the top_k best in top-k order (value descending, ties
-// to the lower index, NaN last). A token of log-prob -inf or far below the best (a masked one)
-// has weight 0 and is never picked.
+// to the lower index, NaN last). A masked token (log-prob below kDeadBelow, or -inf) has
+// weight 0 and is never picked unless every candidate is masked, at any temperature.
 int32_t draw_token(const float* lp, int64_t V, int top_k, float temperature, float u);
 
 // The same draw over the whole vocabulary from probabilities already at the temperature

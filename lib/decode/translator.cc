@@ -148,6 +148,8 @@ Translator::Translator(Backend& be, std::vector<const nn::Transformer*> models,
   options_.search = search_options(options_);
   options_.batching.ids = data::special_ids(models.front()->config());
   // Positions 0 .. max_length - 1 hold the source tokens and eos (of every model).
+  TX_CHECK(max_length >= 2, "the model's max_length of ", max_length,
+           " leaves no position for a source token beside eos; it cannot translate");
   const int64_t fits = max_length - 1;
   if (options_.batching.max_source_tokens <= 0 || options_.batching.max_source_tokens > fits)
     options_.batching.max_source_tokens = fits;
@@ -191,11 +193,18 @@ std::string Translator::format(int64_t index, const NBest& nbest,
     if (nbest.empty()) return aligned ? " ||| " : "";
     return tgt_vocab_.decode(nbest[0].ids) + (aligned ? alignment(nbest[0]) : "");
   }
+  if (nbest.empty()) {
+    // A search that found nothing (a shortlist and --min-length leaving no token to choose):
+    // an empty translation's entry, without alignment, so that every index still appears.
+    Hypothesis none = empty_;
+    none.alignment.clear();
+    return format(index, NBest{none}, source);
+  }
   std::ostringstream s;
   for (size_t i = 0; i < nbest.size(); ++i) {
     if (i > 0) s << '\n';
     s << index << " ||| " << tgt_vocab_.decode(nbest[i].ids);
-    if (aligned) s << alignment(nbest[i]);
+    if (aligned) s << (nbest[i].alignment.empty() ? " ||| " : alignment(nbest[i]));
     s << " |||";
     // An ensemble's lines give each model's log-prob, as marian-decoder's do.
     const std::vector<float>& parts = nbest[i].model_log_probs;
@@ -233,6 +242,7 @@ int64_t Translator::translate_stream(std::istream& in, std::ostream& out, const 
   output.finish(batcher.lines_read());
   lines_cropped_ = batcher.lines_cropped();
   first_cropped_line_ = batcher.first_cropped_line();
+  batcher.throw_pending_error();  // a bad line, once the lines before it are out
   return batcher.lines_read();
 }
 
@@ -242,6 +252,9 @@ std::vector<std::string> Translator::translate_lines(const std::vector<std::stri
   lines_cropped_ = first_cropped_line_ = 0;
   for (size_t i = 0; i < lines.size(); ++i) {
     try {
+      // As the stream's LineReader: a NUL means a binary or UTF-16 text, never a sentence.
+      TX_CHECK(lines[i].find('\0') == std::string::npos, "NUL byte at byte ",
+               lines[i].find('\0') + 1, "; a line of text holds none");
       ids.push_back(src_vocab_.encode_head(lines[i], options_.batching.max_source_tokens));
     } catch (const Error& e) {
       throw Error("line " + std::to_string(i + 1) + ": " + e.what());
