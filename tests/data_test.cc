@@ -819,10 +819,19 @@ TEST_CASE("data inference batcher: sorted batches, results written back in input
     CHECK(out.str() == want);
   }
 
+  // A bad line ends the input after the lines before it; the error comes once they are out.
   std::istringstream bad("gut\nnicht \xFF gut\n");
   tx::data::InferenceBatcher batcher(bad, "<stdin>", v, {});
   tx::data::SourceBatch batch;
-  CHECK_THROWS_WITH(batcher.next(batch), Contains("'<stdin>' line 2: invalid UTF-8 at byte 7"));
+  REQUIRE(batcher.next(batch));
+  CHECK(batch.indices == std::vector<int64_t>{0});
+  CHECK_FALSE(batcher.next(batch));
+  CHECK(batcher.lines_read() == 1);
+  CHECK_THROWS_WITH(batcher.throw_pending_error(),
+                    Contains("'<stdin>' line 2: invalid UTF-8 at byte 7"));
+  std::istringstream first_bad("nicht \xFF gut\ngut\n");
+  tx::data::InferenceBatcher first(first_bad, "<stdin>", v, {});
+  CHECK_THROWS_WITH(first.next(batch), Contains("'<stdin>' line 1: invalid UTF-8 at byte 7"));
 }
 
 TEST_CASE("data inference batcher: in-memory lines, longest first, oversized line alone",
