@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -1001,4 +1002,72 @@ TEST_CASE("Hugging Face model directory: tx-average and tx-train never write ove
                                " " + dir.file("tr.de") + " --after-updates 1 --quiet");
   CHECK(vocabs.status == 1);
   CHECK_THAT(vocabs.err, Catch::Contains("comes with its own Hugging Face vocabularies"));
+}
+
+TEST_CASE("Marian models: options marian would read otherwise than tx are refused, naming them",
+          "[import]") {
+  // marian builds the model from its options and loads the arrays those name; tx reads the
+  // arrays. Each edit below makes the two disagree, and the file is refused by name.
+  TempDir dir;
+  auto edited = [&](const std::string& model, const std::string& name,
+                    const std::function<void(std::string&)>& edit) {
+    std::vector<tx::formats::NpyArray> arrays = tx::formats::read_npz(fixture(model));
+    for (tx::formats::NpyArray& a : arrays)
+      if (a.name == "special:model.yml") {
+        std::string yml = a.text();
+        edit(yml);
+        a.data.assign(yml.begin(), yml.end());
+        a.data.push_back(0);
+        a.shape = {static_cast<int64_t>(a.data.size())};
+      }
+    write_npz(dir.file(name), arrays);
+    return dir.file(name);
+  };
+  auto replaced = [](const std::string& from, const std::string& to) {
+    return [=](std::string& yml) {
+      const size_t at = yml.find(from);
+      REQUIRE(at != std::string::npos);
+      yml.replace(at, from.size(), to);
+    };
+  };
+  auto refused = [](const std::string& path, const std::string& why) {
+    CHECK_THROWS_WITH(tx::formats::read_model_file(path), Catch::Contains(why));
+  };
+  const std::string tied = "post-relu-tiedall/model.npz",
+                    untied = "post-swish-untied-embn/model.npz";
+  // marian takes the last of a key given twice (a lookup, the first).
+  refused(edited(tied, "twice.npz",
+                 [](std::string& y) { y += "\ntransformer-ffn-activation: swish\n"; }),
+          "gives option 'transformer-ffn-activation' twice");
+  // Tying is the flags', whatever arrays the file has.
+  refused(
+      edited(untied, "tied-flag.npz", replaced("tied-embeddings: false", "tied-embeddings: true")),
+      "tie the output layer (--tied-embeddings, --tied-embeddings-all) but it has an output");
+  refused(edited(tied, "untied-flag.npz",
+                 replaced("tied-embeddings-all: true", "tied-embeddings-all: false")),
+          "do not share the source and target embeddings");
+  // Depth: marian's default is 1, and a layer past the depth is named.
+  refused(edited(tied, "no-depth.npz", replaced("enc-depth: 2", "")),
+          "has encoder layer 2 but its options give enc-depth 1 (marian's default");
+  refused(edited(tied, "vocab-dims.npz", replaced("dim-vocabs:", "dim-vocabs: [100, 100]\nx-old:")),
+          "--dim-vocabs gives the source vocabulary 100 ids but its embeddings have 256 rows");
+  refused(edited(tied, "ffn-depth.npz",
+                 replaced("transformer-decoder-ffn-depth: 0", "transformer-decoder-ffn-depth: -2")),
+          "feed-forward depth other than 2");
+  refused(
+      edited(tied, "heads.npz", replaced("transformer-heads: ", "transformer-heads: 4.0\nx-old: ")),
+      "option 'transformer-heads' is '4.0', not a whole number");
+  // marian skips every special: item.
+  std::vector<tx::formats::NpyArray> arrays = tx::formats::read_npz(fixture(tied));
+  tx::formats::NpyArray extra = arrays.front();
+  extra.name = "special:notes";
+  arrays.push_back(extra);
+  write_npz(dir.file("special.npz"), arrays);
+  CHECK(tx::formats::read_model_file(dir.file("special.npz")).params.tensors.size() ==
+        tx::formats::read_model_file(fixture(tied)).params.tensors.size());
+  // marian's binary format (version 1 first) is named, with the conversion.
+  write_file(dir.file("model.bin"), std::string("\x01\0\0\0\0\0\0\0\x05\0\0\0\0\0\0\0", 16));
+  refused(dir.file("model.bin"),
+          "is a Marian binary model, which tx does not read; convert it with "
+          "`marian-conv");
 }

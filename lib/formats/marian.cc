@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <tuple>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/finite.h"
@@ -30,9 +32,23 @@ T option(const YAML::Node& yml, const char* key, T fallback, const std::string& 
   try {
     return v.as<T>();
   } catch (const YAML::Exception&) {
-    throw Error(str(where, ": option '", key,
-                    "' has an unexpected value; the model.yml inside "
-                    "the model is damaged"));
+    const char* kind = std::is_same_v<T, bool>          ? "true or false"
+                       : std::is_same_v<T, std::string> ? "text"
+                       : std::is_integral_v<T>          ? "a whole number"
+                                                        : "a number";
+    throw Error(str(where, ": option '", key, "' is '", YAML::Dump(v), "', not ", kind,
+                    " as marian writes it; the model.yml inside the model is damaged"));
+  }
+}
+
+// marian reads a model.yml entry by entry (Config::override), so of a key given twice the
+// last counts, where a lookup finds the first: a file that repeats one is refused.
+void check_unique_keys(const YAML::Node& yml, const std::string& where) {
+  std::set<std::string> seen;
+  for (const auto& entry : yml) {
+    const std::string key = entry.first.Scalar();
+    TX_CHECK(seen.insert(key).second, where, ": its special:model.yml gives option '", key,
+             "' twice; marian would take the last, tx takes neither: keep one");
   }
 }
 
@@ -52,8 +68,9 @@ io::ModelConfig config_from_yaml(const YAML::Node& yml, const std::string& where
   c.d_model = option<int64_t>(yml, "dim-emb", 512, where);
   c.d_ff = option<int64_t>(yml, "transformer-dim-ffn", 2048, where);
   c.heads = option<int>(yml, "transformer-heads", 8, where);
-  c.encoder_layers = option<int>(yml, "enc-depth", 6, where);
-  c.decoder_layers = option<int>(yml, "dec-depth", 6, where);
+  // (marian's defaults: one layer a side.)
+  c.encoder_layers = option<int>(yml, "enc-depth", 1, where);
+  c.decoder_layers = option<int>(yml, "dec-depth", 1, where);
   c.dropout = option<float>(yml, "transformer-dropout", 0.0f, where);
   c.attention_dropout = option<float>(yml, "transformer-dropout-attention", 0.0f, where);
   c.relu_dropout = option<float>(yml, "transformer-dropout-ffn", 0.0f, where);
@@ -75,9 +92,10 @@ io::ModelConfig config_from_yaml(const YAML::Node& yml, const std::string& where
   TX_CHECK(autoreg == "self-attention", where, ": its decoder is '", autoreg,
            "' (--transformer-decoder-autoreg), which tx does not implement (it decodes with "
            "self-attention only); translate this model with marian-decoder");
+  // (A decoder depth of 0 is the encoder's.)
+  const int decoder_ffn_depth = option<int>(yml, "transformer-decoder-ffn-depth", 0, where);
   TX_CHECK(option<int>(yml, "transformer-ffn-depth", 2, where) == 2 &&
-               option<int>(yml, "transformer-decoder-ffn-depth", 0, where) % 2 == 0 &&
-               option<int>(yml, "transformer-decoder-ffn-depth", 0, where) <= 2,
+               (decoder_ffn_depth == 0 || decoder_ffn_depth == 2),
            where, " has a feed-forward depth other than 2", kUnsupported);
   const int64_t dec_ffn = option<int64_t>(yml, "transformer-decoder-dim-ffn", 0, where);
   TX_CHECK(dec_ffn == 0 || dec_ffn == c.d_ff, where,
@@ -99,8 +117,10 @@ io::ModelConfig config_from_yaml(const YAML::Node& yml, const std::string& where
            " uses factored vocabularies (--lemma-dim-emb), which tx does not read; translate "
            "this model with marian-decoder");
   const YAML::Node tied_layers = yml["transformer-tied-layers"];
-  TX_CHECK(!tied_layers || tied_layers.IsNull() || tied_layers.size() == 0, where,
-           " ties decoder layers (--transformer-tied-layers)", kUnsupported);
+  TX_CHECK(
+      !tied_layers || tied_layers.IsNull() || (tied_layers.IsSequence() && tied_layers.size() == 0),
+      where, " ties decoder layers (--transformer-tied-layers ", YAML::Dump(tied_layers), ")",
+      kUnsupported);
 
   const std::string act = option<std::string>(yml, "transformer-ffn-activation", "swish", where);
   if (act == "swish")
@@ -341,6 +361,9 @@ ModelFile read_marian(const std::string& path) {
     throw Error(str(where, ": its special:model.yml is not valid YAML (", e.what(), ")"));
   }
   TX_CHECK(yml.IsMap(), where, ": its special:model.yml is not a map of options");
+  check_unique_keys(yml, where);
+  std::vector<std::string> names;
+  for (const NpyArray& a : arrays) names.push_back(a.name);
 
   ModelFile out;
   out.path = path;
@@ -350,11 +373,29 @@ ModelFile read_marian(const std::string& path) {
   const int64_t d = c.d_model;
 
   Mapper m(std::move(arrays), where);
-  m.mark_used("special:model.yml");
+  // marian skips every "special:" item when it loads the parameters.
+  for (const std::string& name : names)
+    if (name.rfind("special:", 0) == 0) m.mark_used(name);
   const bool shared = m.has("Wemb");
   // An untied output layer: "_Wt" [vocab, d] (tx's layout), or "_W" [d, vocab] in models from
   // before Marian stored it transposed (layers/output.cpp).
   const bool output = m.has("decoder_ff_logit_out_Wt") || m.has("decoder_ff_logit_out_W");
+  // marian ties by its flags (embedding.cpp, transformer.h), whatever arrays the file has: one
+  // the flags do not use is ignored, one they need and miss is drawn at random. tx reads the
+  // arrays, so the two must agree.
+  const bool all = option<bool>(yml, "tied-embeddings-all", false, where);
+  const bool flag_shared = all || option<bool>(yml, "tied-embeddings-src", false, where);
+  const bool flag_output = !all && !option<bool>(yml, "tied-embeddings", false, where);
+  TX_CHECK(shared == flag_shared, where, ": its options ", flag_shared ? "share" : "do not share",
+           " the source and target embeddings (--tied-embeddings-all, --tied-embeddings-src) but "
+           "it has ",
+           shared ? "the shared 'Wemb'" : "no shared 'Wemb'",
+           "; marian would translate it otherwise: the file is damaged or edited");
+  TX_CHECK(output == flag_output, where, ": its options ",
+           flag_output ? "give the output layer its own weights" : "tie the output layer",
+           " (--tied-embeddings, --tied-embeddings-all) but it has ",
+           output ? "an output array 'decoder_ff_logit_out_W(t)'" : "no output array",
+           "; marian would translate it otherwise: the file is damaged or edited");
   TX_CHECK(
       !(shared && output), where,
       " shares the source and target embeddings but not the output layer "
@@ -404,7 +445,30 @@ ModelFile read_marian(const std::string& path) {
       m.norm(from + "_ffn_ffn", norm_suffix, to + ".ffn_norm", d);
     }
   }
+  // A layer past the options' depth: marian would run the depth and ignore it.
+  for (const auto& [side, key, layers] :
+       {std::tuple<std::string, const char*, int>{"encoder", "enc-depth", c.encoder_layers},
+        {"decoder", "dec-depth", c.decoder_layers}})
+    TX_CHECK(!m.has(side + "_l" + std::to_string(layers + 1) + "_self_Wq"), where, " has ", side,
+             " layer ", layers + 1, " but its options give ", key, " ", layers,
+             yml[key] ? "" : " (marian's default: the option is missing)", "; marian would run ",
+             layers, ": the file is damaged or edited");
   m.check_all_used();
+  // --dim-vocabs, when the file gives it (0: taken from the vocabulary), names the rows.
+  const YAML::Node dims = yml["dim-vocabs"];
+  if (dims && dims.IsSequence() && dims.size() == 2) {
+    const int64_t rows[2] = {c.src_vocab_size, c.tgt_vocab_size};
+    for (size_t i = 0; i < 2; ++i) {
+      int64_t n = -1;
+      try {
+        n = dims[i].as<int64_t>();
+      } catch (const YAML::Exception&) {
+      }
+      TX_CHECK(n == 0 || n == rows[i], where, ": its --dim-vocabs gives the ",
+               i == 0 ? "source" : "target", " vocabulary ", n, " ids but its embeddings have ",
+               rows[i], " rows; the file is damaged or edited");
+    }
+  }
   c.validate(true, where);
   out.params = m.take();
   out.vocabs.kind = VocabKind::marian;
