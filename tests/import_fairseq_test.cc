@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -225,4 +226,37 @@ TEST_CASE("fairseq models: a user's mistakes are one line naming the problem and
   CHECK(one_line(r.err));
   CHECK_THAT(r.err,
              Catch::Contains("--decoder-layers-to-keep") && Catch::Contains("does not implement"));
+}
+
+TEST_CASE("fairseq models: options fairseq would read otherwise than the tensors are refused",
+          "[import]") {
+  TempDir dir;
+  // A copy of fixture `from` whose fairseq.json's model options `edit` changes.
+  auto edited = [&](const std::string& from, const std::string& name,
+                    const std::function<void(nlohmann::json&)>& edit) {
+    const std::string copy = dir.file(name);
+    std::filesystem::copy(fixture(from), copy);
+    nlohmann::json j = nlohmann::json::parse(slurp(copy + "/fairseq.json"));
+    edit(j["model"]);
+    write_file(copy + "/fairseq.json", j.dump());
+    return copy;
+  };
+  auto refused = [](const std::string& path, const std::string& why) {
+    CHECK_THROWS_WITH(tx::formats::read_model_file(path), Catch::Contains(why));
+  };
+  // Tied by the options, two different tensors in the file: fairseq's one Parameter would hold
+  // the one loaded last.
+  refused(edited("post-relu-untied", "shared-output",
+                 [](nlohmann::json& m) { m["share_decoder_input_output_embed"] = true; }),
+          "tensor 'decoder.output_projection.weight' differs from 'decoder.embed_tokens.weight'");
+  // fairseq's build_model refuses shared embeddings over two dictionaries.
+  refused(edited("pre-relu-tiedtrg", "shared-all",
+                 [](nlohmann::json& m) { m["share_all_embeddings"] = true; }),
+          "share_all_embeddings joins the two dictionaries");
+  // base_architecture's decoder heads are 8, not the encoder's 4.
+  refused(edited("post-relu-untied", "no-decoder-heads",
+                 [](nlohmann::json& m) { m.erase("decoder_attention_heads"); }),
+          "decoder heads or feed-forward size other than the encoder's");
+  CHECK(tx::formats::read_model_file(edited("post-relu-untied", "as-is", [](nlohmann::json&) {
+        })).config.heads == 4);
 }

@@ -15,6 +15,7 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -1070,4 +1071,50 @@ TEST_CASE("Marian models: options marian would read otherwise than tx are refuse
   refused(dir.file("model.bin"),
           "is a Marian binary model, which tx does not read; convert it with "
           "`marian-conv");
+}
+
+TEST_CASE("Hugging Face models: a stored position table must be MarianMTModel's sinusoids",
+          "[import]") {
+  // transformers uses a stored embed_positions table; tx computes its own, so a stored one
+  // must be that table. Built here from modeling_marian's formula: column j < D/2 holds
+  // sin(pos / 10000^(2j/D)), column D/2 + j its cos.
+  TempDir dir;
+  const std::string hf = fixture("opus-mt/hf-fp32");
+  const tx::io::ModelConfig c = tx::formats::read_model_file(hf).config;
+  const int64_t D = c.d_model, P = c.max_length;
+  std::vector<float> table(static_cast<size_t>(P * D));
+  for (int64_t pos = 0; pos < P; ++pos)
+    for (int64_t j = 0; j < D / 2; ++j) {
+      const double angle = double(pos) / std::pow(10000.0, 2.0 * double(j) / double(D));
+      table[pos * D + j] = static_cast<float>(std::sin(angle));
+      table[pos * D + D / 2 + j] = static_cast<float>(std::cos(angle));
+    }
+  auto with_table = [&](const std::string& name, const tx::Shape& shape,
+                        const std::vector<float>& values) {
+    std::filesystem::copy(hf, dir.file(name));
+    tx::io::TensorFile weights = tx::io::read_safetensors(hf + "/model.safetensors");
+    for (const char* side : {"encoder", "decoder"})
+      weights.add(tx::io::NamedTensor::from_floats(
+          std::string("model.") + side + ".embed_positions.weight", tx::DType::f32, shape, values));
+    std::filesystem::remove(dir.file(name + "/model.safetensors"));
+    tx::io::write_safetensors(dir.file(name + "/model.safetensors"), weights);
+    return dir.file(name);
+  };
+  CHECK(tx::formats::read_model_file(with_table("right", {P, D}, table)).params.tensors.size() ==
+        tx::formats::read_model_file(hf).params.tensors.size());
+  std::vector<float> wrong = table;
+  wrong[3 * D + 1] += 0.5f;
+  CHECK_THROWS_WITH(tx::formats::read_model_file(with_table("wrong", {P, D}, wrong)),
+                    Catch::Contains("holds") && Catch::Contains("at position 3, column 1"));
+  CHECK_THROWS_WITH(
+      tx::formats::read_model_file(with_table(
+          "short", {P / 2, D}, std::vector<float>(table.begin(), table.begin() + P / 2 * D))),
+      Catch::Contains("max_position_embeddings, d_model"));
+  // Without the heads in config.json, MarianConfig's 16 (as transformers loads it).
+  std::filesystem::copy(hf, dir.file("no-heads"));
+  nlohmann::json j = nlohmann::json::parse(slurp(dir.file("no-heads/config.json")));
+  j.erase("encoder_attention_heads");
+  j.erase("decoder_attention_heads");
+  write_file(dir.file("no-heads/config.json"), j.dump());
+  CHECK(tx::formats::read_model_file(dir.file("no-heads")).config.heads == 16);
 }

@@ -34,8 +34,9 @@ io::ModelConfig config_from_options(const json& o, const std::string& where) {
                   field<int64_t>(o, "decoder_output_dim", c.d_model, where) != c.d_model ||
                   field<int64_t>(o, "decoder_input_dim", c.d_model, where) != c.d_model,
               "a decoder width other than the encoder's");
+  // (fairseq's base_architecture: decoder heads 8 whatever the encoder's.)
   unsupported(field<int64_t>(o, "decoder_ffn_embed_dim", c.d_ff, where) != c.d_ff ||
-                  field<int>(o, "decoder_attention_heads", c.heads, where) != c.heads,
+                  field<int>(o, "decoder_attention_heads", 8, where) != c.heads,
               "decoder heads or feed-forward size other than the encoder's");
   c.pre_norm = field<bool>(o, "encoder_normalize_before", false, where);
   unsupported(field<bool>(o, "decoder_normalize_before", false, where) != c.pre_norm,
@@ -93,6 +94,15 @@ io::ModelConfig config_from_options(const json& o, const std::string& where) {
                       : share_output ? io::TiedEmbeddings::decoder
                                      : io::TiedEmbeddings::none;
   return c;
+}
+
+// A fairseq dict.txt's symbols in order (each line "symbol count [#fairseq:overwrite]"): what
+// fairseq's Dictionary equality compares.
+std::vector<std::string> dictionary_symbols(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<std::string> symbols;
+  for (std::string line; std::getline(in, line);) symbols.push_back(line.substr(0, line.find(' ')));
+  return symbols;
 }
 
 json read_json(const std::string& path) {
@@ -166,9 +176,16 @@ ModelFile read_fairseq(const std::string& dir) {
                           "fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias"})
       m.ignore("encoder.layers." + std::to_string(i) + "." + n);
   if (c.tied_embeddings == io::TiedEmbeddings::all) {
+    // fairseq's build_model: "--share-all-embeddings requires a joined dictionary".
+    TX_CHECK(dictionary_symbols(out.vocabs.paths[0]) == dictionary_symbols(out.vocabs.paths[1]),
+             where, ": share_all_embeddings joins the two dictionaries, but ", out.vocabs.paths[0],
+             " and ", out.vocabs.paths[1],
+             " differ (fairseq refuses such a model); give the directory its joined dictionary");
     m.take("encoder.embed_tokens.weight", "embed_tokens.weight", {c.src_vocab_size, d});
-    m.ignore("decoder.embed_tokens.weight");
-    m.ignore("decoder.output_projection.weight");
+    m.ignore_copy("decoder.embed_tokens.weight", "encoder.embed_tokens.weight",
+                  "share_all_embeddings");
+    m.ignore_copy("decoder.output_projection.weight", "encoder.embed_tokens.weight",
+                  "share_all_embeddings");
   } else {
     m.take("encoder.embed_tokens.weight", "encoder.embed_tokens.weight", {c.src_vocab_size, d});
     m.take("decoder.embed_tokens.weight", "decoder.embed_tokens.weight", {c.tgt_vocab_size, d});
@@ -176,7 +193,8 @@ ModelFile read_fairseq(const std::string& dir) {
       m.take("decoder.output_projection.weight", "decoder.output_proj.weight",
              {c.tgt_vocab_size, d});
     else
-      m.ignore("decoder.output_projection.weight");
+      m.ignore_copy("decoder.output_projection.weight", "decoder.embed_tokens.weight",
+                    "share_decoder_input_output_embed");
   }
   for (const std::string side : {"encoder", "decoder"}) {
     auto norm = [&](const std::string& from, const std::string& to) {

@@ -4,9 +4,11 @@
 // [out, in], tx's layout, so only names change.
 #include <sys/stat.h>
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "backend/device_math.h"
 #include "core/error.h"
 #include "formats/json_field.h"
 #include "formats/model_file.h"
@@ -22,14 +24,16 @@ io::ModelConfig config_from_json(const json& j, const std::string& where) {
   const std::string type = field<std::string>(j, "model_type", "", where);
   TX_CHECK(type == "marian", where, " describes a '", type,
            "' model; tx reads Hugging Face MarianMTModel directories (model_type \"marian\")");
+  // A key config.json lacks takes MarianConfig's default, as transformers loads it (the heads
+  // above all: no tensor's shape shows them).
   io::ModelConfig c;
-  c.d_model = field<int64_t>(j, "d_model", 512, where);
-  c.encoder_layers = field<int>(j, "encoder_layers", 6, where);
-  c.decoder_layers = field<int>(j, "decoder_layers", 6, where);
-  c.heads = field<int>(j, "encoder_attention_heads", 8, where);
-  c.d_ff = field<int64_t>(j, "encoder_ffn_dim", 2048, where);
-  TX_CHECK(field<int>(j, "decoder_attention_heads", c.heads, where) == c.heads &&
-               field<int64_t>(j, "decoder_ffn_dim", c.d_ff, where) == c.d_ff,
+  c.d_model = field<int64_t>(j, "d_model", 1024, where);
+  c.encoder_layers = field<int>(j, "encoder_layers", 12, where);
+  c.decoder_layers = field<int>(j, "decoder_layers", 12, where);
+  c.heads = field<int>(j, "encoder_attention_heads", 16, where);
+  c.d_ff = field<int64_t>(j, "encoder_ffn_dim", 4096, where);
+  TX_CHECK(field<int>(j, "decoder_attention_heads", 16, where) == c.heads &&
+               field<int64_t>(j, "decoder_ffn_dim", 4096, where) == c.d_ff,
            where,
            ": the decoder's heads or feed-forward size differ from the encoder's, which tx "
            "does not implement");
@@ -37,7 +41,7 @@ io::ModelConfig config_from_json(const json& j, const std::string& where) {
   c.attention_dropout = field<float>(j, "attention_dropout", 0.0f, where);
   c.relu_dropout = field<float>(j, "activation_dropout", 0.0f, where);
   c.label_smoothing = 0.1f;
-  c.max_length = field<int64_t>(j, "max_position_embeddings", 512, where);
+  c.max_length = field<int64_t>(j, "max_position_embeddings", 1024, where);
   c.embed_scale = field<bool>(j, "scale_embedding", false, where);
   // transformers' MarianMTModel is post-norm whatever its config says (modeling_marian.py has
   // no final layer norms to map): a normalize_before of true describes another model.
@@ -57,9 +61,9 @@ io::ModelConfig config_from_json(const json& j, const std::string& where) {
   else
     throw Error(str(where, ": activation_function \"", act,
                     "\" is not implemented by tx (relu, swish/silu are)"));
-  c.src_vocab_size = field<int64_t>(j, "vocab_size", 0, where);
+  c.src_vocab_size = field<int64_t>(j, "vocab_size", 58101, where);
   c.tgt_vocab_size = field<int64_t>(j, "decoder_vocab_size", c.src_vocab_size, where);
-  c.pad_id = field<int32_t>(j, "pad_token_id", -1, where);
+  c.pad_id = field<int32_t>(j, "pad_token_id", 58100, where);
   c.eos_id = field<int32_t>(j, "eos_token_id", 0, where);
   c.decoder_start_id = field<int32_t>(j, "decoder_start_token_id", c.pad_id, where);
   c.bos_id = -1;  // OPUS-MT models have none (their bos_token_id repeats eos's)
@@ -77,6 +81,24 @@ io::ModelConfig config_from_json(const json& j, const std::string& where) {
            ": shared source and target embeddings with an untied "
            "output layer are not implemented by tx");
   return c;
+}
+
+// A stored MarianSinusoidalPositionalEmbedding table: [max_position_embeddings, d_model] of
+// tx's halves_hf sinusoids (within a half-precision file's rounding).
+void check_positions(const io::NamedTensor& t, const io::ModelConfig& c, const std::string& where) {
+  const Shape table{c.max_length, c.d_model};
+  TX_CHECK(t.shape == table, where, ": tensor '", t.name, "' is ", t.shape.str(), ", [",
+           c.max_length, ", ", c.d_model,
+           "] expected (max_position_embeddings, d_model); the file is damaged or edited");
+  const std::vector<float> v = t.to_floats();
+  for (int64_t pos = 0; pos < c.max_length; ++pos)
+    for (int64_t i = 0; i < c.d_model; ++i) {
+      const float want = math::sinusoid(pos, i, c.d_model, math::PositionLayout::halves_hf);
+      TX_CHECK(std::fabs(v[pos * c.d_model + i] - want) <= 1e-2f, where, ": tensor '", t.name,
+               "' holds ", v[pos * c.d_model + i], " at position ", pos, ", column ", i,
+               ", where MarianMTModel's sinusoids give ", want,
+               "; tx computes those, so it would translate otherwise than transformers");
+    }
 }
 
 }  // namespace
@@ -119,11 +141,15 @@ ModelFile read_huggingface(const std::string& dir) {
       if (m.find(n)) return n;
     return *names.begin();  // take() then names it as missing
   };
+  for (const char* n : {"model.shared.weight", "model.encoder.embed_tokens.weight",
+                        "model.decoder.embed_tokens.weight", "lm_head.weight"})
+    m.ignore(n);  // tied copies (transformers ties them after loading: the first one wins)
+  // The sinusoid tables tx computes: transformers would use a stored one, so it must be theirs.
   for (const char* n :
-       {"model.shared.weight", "model.encoder.embed_tokens.weight",
-        "model.decoder.embed_tokens.weight", "lm_head.weight",
-        "model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight"})
-    m.ignore(n);  // tied copies, and the sinusoid tables tx computes
+       {"model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight"}) {
+    m.ignore(n);
+    if (const io::NamedTensor* t = m.find(n)) check_positions(*t, c, str("'", weights, "'"));
+  }
   if (c.tied_embeddings == io::TiedEmbeddings::all) {
     m.take(first_of({"model.shared.weight", "model.encoder.embed_tokens.weight",
                      "model.decoder.embed_tokens.weight", "lm_head.weight"}),

@@ -25,6 +25,17 @@ void Mapper::take(const std::string& from, const std::string& to, const Shape& s
   out_.add(io::NamedTensor::from_floats(to, DType::f32, shape, values));
 }
 
+void Mapper::ignore_copy(const std::string& name, const std::string& of, const std::string& why) {
+  const io::NamedTensor* copy = file_.find(name);
+  const io::NamedTensor* original = file_.find(of);
+  used_.insert(name);
+  if (!copy || !original) return;
+  TX_CHECK(copy->shape == original->shape && copy->dtype == original->dtype &&
+               copy->data == original->data,
+           where_, ": tensor '", name, "' differs from '", of, "', which ", why,
+           " makes the same weights; the file is damaged or edited");
+}
+
 void Mapper::check_all_used() const {
   for (const io::NamedTensor& t : file_.tensors)
     TX_CHECK(used_.count(t.name), where_, " has a tensor '", t.name,

@@ -19,6 +19,10 @@ class Mapper {
   const io::NamedTensor* find(const std::string& name) const { return file_.find(name); }
   void take(const std::string& from, const std::string& to, const Shape& shape);
   void ignore(const std::string& name) { used_.insert(name); }
+  // A tied copy of `of` the reader does not take: absent, or equal to `of` in shape and bytes
+  // (else the file's two differ where the model's options say they are one, and which one the
+  // engine would use is not tx's guess to make); `why` names those options.
+  void ignore_copy(const std::string& name, const std::string& of, const std::string& why);
   void check_all_used() const;
   io::TensorFile result() { return std::move(out_); }
 
