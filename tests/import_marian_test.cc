@@ -1118,3 +1118,20 @@ TEST_CASE("Hugging Face models: a stored position table must be MarianMTModel's 
   write_file(dir.file("no-heads/config.json"), j.dump());
   CHECK(tx::formats::read_model_file(dir.file("no-heads")).config.heads == 16);
 }
+
+TEST_CASE("Hugging Face models: generation_config.json must agree with config.json on the ids",
+          "[import]") {
+  // generate() takes the special ids from generation_config.json, a forward pass from
+  // config.json: the fixture's agree, an edited copy does not.
+  TempDir dir;
+  const std::string hf = fixture("opus-mt/hf");
+  REQUIRE(std::filesystem::exists(hf + "/generation_config.json"));
+  const int32_t eos = tx::formats::read_model_file(hf).config.eos_id;
+  std::filesystem::copy(hf, dir.file("other-eos"));
+  nlohmann::json g = nlohmann::json::parse(slurp(dir.file("other-eos/generation_config.json")));
+  g["eos_token_id"] = nlohmann::json::array({eos + 1});
+  write_file(dir.file("other-eos/generation_config.json"), g.dump());
+  CHECK_THROWS_WITH(tx::formats::read_model_file(dir.file("other-eos")),
+                    Catch::Contains("eos_token_id is [" + std::to_string(eos + 1) +
+                                    "] where config.json gives " + std::to_string(eos)));
+}

@@ -101,6 +101,32 @@ void check_positions(const io::NamedTensor& t, const io::ModelConfig& c, const s
     }
 }
 
+// generate() takes the special ids from generation_config.json over config.json's, a forward
+// pass (tx-score's teacher forcing) from config.json: where the two disagree there is no one
+// model to compute.
+void check_generation_config(const std::string& path, const io::ModelConfig& c) {
+  if (!exists(path)) return;
+  json g;
+  try {
+    std::ifstream in(path, std::ios::binary);
+    g = json::parse(in);
+  } catch (const json::exception& e) {
+    throw Error(str(path, ": not valid JSON (", e.what(), "); the file is damaged"));
+  }
+  TX_CHECK(g.is_object(), path, ": not a JSON object; the file is damaged");
+  for (const auto& [key, id] :
+       {std::pair<const char*, int32_t>{"decoder_start_token_id", c.decoder_start_id},
+        {"eos_token_id", c.eos_id},
+        {"pad_token_id", c.pad_id}}) {
+    if (!g.contains(key) || g.at(key).is_null()) continue;
+    json v = g.at(key);
+    if (v.is_array() && v.size() == 1) v = v.at(0);  // newer files list the eos ids
+    TX_CHECK(v.is_number_integer() && v.get<int64_t>() == id, path, ": ", key, " is ",
+             g.at(key).dump(), " where config.json gives ", id,
+             "; generate() would take this file's, a forward pass config.json's: make them agree");
+  }
+}
+
 }  // namespace
 
 ModelFile read_huggingface(const std::string& dir) {
@@ -133,6 +159,7 @@ ModelFile read_huggingface(const std::string& dir) {
   out.format = Format::huggingface;
   io::ModelConfig& c = out.config;
   c = config_from_json(j, config_path);
+  check_generation_config(dir + "/generation_config.json", c);
   const int64_t d = c.d_model;
 
   Mapper m(io::read_safetensors(weights), str("'", weights, "'"), "a MarianMTModel");
