@@ -825,13 +825,29 @@ TEST_CASE("data inference batcher: sorted batches, results written back in input
   tx::data::SourceBatch batch;
   REQUIRE(batcher.next(batch));
   CHECK(batch.indices == std::vector<int64_t>{0});
-  CHECK_FALSE(batcher.next(batch));
   CHECK(batcher.lines_read() == 1);
-  CHECK_THROWS_WITH(batcher.throw_pending_error(),
-                    Contains("'<stdin>' line 2: invalid UTF-8 at byte 7"));
+  CHECK_THROWS_WITH(batcher.next(batch), Contains("'<stdin>' line 2: invalid UTF-8 at byte 7"));
+  CHECK_THROWS(batcher.next(batch));  // and again: never an end of input
   std::istringstream first_bad("nicht \xFF gut\ngut\n");
   tx::data::InferenceBatcher first(first_bad, "<stdin>", v, {});
   CHECK_THROWS_WITH(first.next(batch), Contains("'<stdin>' line 1: invalid UTF-8 at byte 7"));
+}
+
+TEST_CASE("data inference batcher: a --force-decode prefix holding a special token is named",
+          "[data][prefix]") {
+  // A Marian token list numbers "</s>" as eos: text can spell it.
+  tx::test::TempDir dir;
+  tx::test::write_file(dir.file("vocab.yml"), "</s>: 0\n<unk>: 1\nHaus: 2\nder: 3\n");
+  const Vocab v = Vocab::marian(dir.file("vocab.yml"));
+  tx::data::InferenceBatcherOptions o;
+  o.prefix_vocab = &v;
+  std::istringstream in("Haus\tder\nder\tder </s> Haus\n");
+  tx::data::InferenceBatcher batcher(in, "input", v, o);
+  tx::data::SourceBatch batch;
+  REQUIRE(batcher.next(batch));
+  CHECK(batch.prefixes == std::vector<std::vector<int32_t>>{{3}});
+  CHECK_THROWS_WITH(batcher.next(batch),
+                    Contains("'input' line 2: its --force-decode prefix holds '</s>'"));
 }
 
 TEST_CASE("data inference batcher: in-memory lines, longest first, oversized line alone",

@@ -218,6 +218,20 @@ TEST_CASE("decode api: a bad line mid-stream ends the output after the lines bef
   std::ostringstream none;
   CHECK_THROWS(tr.translate_stream(first, none, "input"));
   CHECK(none.str().empty());
+  // The bad line first in a window, while the window before it is still being searched.
+  o.batching.maxi_batch = 1;
+  o.batching.max_sentences = 2;
+  tx::decode::Translator small(*t.be, t.model->model, *t.vocab, *t.vocab, o);
+  const std::vector<std::string> six = {"das Haus", "der Hund", "alt",
+                                        "grün",     "ein Baum", "das Haus ist klein"};
+  std::string text;
+  for (const std::string& line : six) text += line + "\n";
+  std::istringstream boundary(text + "bad \xff line\ngrün\n");
+  std::ostringstream written;
+  CHECK_THROWS_WITH(small.translate_stream(boundary, written, "input"), Catch::Contains("line 7"));
+  std::string want;
+  for (const std::string& line : small.translate_lines(six)) want += line + "\n";
+  CHECK(written.str() == want);
   CHECK_THROWS_WITH(tr.translate_lines({"das", std::string("Haus\0", 5)}),
                     Catch::Contains("line 2: NUL byte at byte 5"));
 }

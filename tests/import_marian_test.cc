@@ -1069,7 +1069,7 @@ TEST_CASE("Marian models: options marian would read otherwise than tx are refuse
   // marian's binary format (version 1 first) is named, with the conversion.
   write_file(dir.file("model.bin"), std::string("\x01\0\0\0\0\0\0\0\x05\0\0\0\0\0\0\0", 16));
   refused(dir.file("model.bin"),
-          "is a Marian binary model, which tx does not read; convert it with "
+          "is a Marian binary model, which tx does not read; convert a float32 one with "
           "`marian-conv");
 }
 
@@ -1134,4 +1134,25 @@ TEST_CASE("Hugging Face models: generation_config.json must agree with config.js
   CHECK_THROWS_WITH(tx::formats::read_model_file(dir.file("other-eos")),
                     Catch::Contains("eos_token_id is [" + std::to_string(eos + 1) +
                                     "] where config.json gives " + std::to_string(eos)));
+}
+
+TEST_CASE("Hugging Face models: a tied copy that differs from the weight it ties is refused",
+          "[import]") {
+  // Which of two different copies a loaded model holds depends on transformers' version and
+  // loading path. The fixture holds lm_head.weight equal to model.shared.weight (and loads).
+  TempDir dir;
+  const std::string hf = fixture("opus-mt/hf-fp32");
+  tx::io::TensorFile weights = tx::io::read_safetensors(hf + "/model.safetensors");
+  tx::io::NamedTensor* head = nullptr;
+  for (tx::io::NamedTensor& t : weights.tensors)
+    if (t.name == "lm_head.weight") head = &t;
+  REQUIRE(head);
+  std::vector<float> values = head->to_floats();
+  values[11] += 0.25f;
+  *head = tx::io::NamedTensor::from_floats(head->name, head->dtype, head->shape, values);
+  std::filesystem::copy(hf, dir.file("other"));
+  std::filesystem::remove(dir.file("other/model.safetensors"));
+  tx::io::write_safetensors(dir.file("other/model.safetensors"), weights);
+  CHECK_THROWS_WITH(tx::formats::read_model_file(dir.file("other")),
+                    Catch::Contains("tensor 'lm_head.weight' differs from 'model.shared.weight'"));
 }

@@ -66,7 +66,7 @@ InferenceBatcher::InferenceBatcher(std::istream& in, std::string name, const Voc
 
 bool InferenceBatcher::next(SourceBatch& batch) {
   if (next_ == window_.size()) {
-    if (error_) return false;
+    if (error_) std::rethrow_exception(error_);
     int64_t first = reader_.line_number();
     std::vector<std::vector<int32_t>> lines;
     std::string line;
@@ -89,6 +89,12 @@ bool InferenceBatcher::next(SourceBatch& batch) {
                                                           std::string_view(line).substr(tab + 1),
                                                           options_.max_prefix_tokens));
         if (tab != std::string::npos) line.resize(tab);
+        // (Text such as "</s>" in a Marian token list or a fairseq dictionary encodes to one.)
+        const Vocab& v = *options_.prefix_vocab;
+        for (int32_t id : prefixes.back())
+          TX_CHECK(id != v.eos_id() && id != v.bos_id() && id != v.pad_id(), "'", reader_.name(),
+                   "' line ", reader_.line_number(), ": its --force-decode prefix holds '",
+                   v.piece(id), "', a special token; a prefix is target words only");
         // A prefix beyond the positions cannot be forced whole either (the search would cut
         // it there): cropped here, so that the log counts it.
         cropped = crop_source(prefixes.back(), options_.max_prefix_tokens);
@@ -103,7 +109,8 @@ bool InferenceBatcher::next(SourceBatch& batch) {
       while (!full() && reader_.next(line)) read();
     } catch (const Error&) {
       if (lines.empty()) throw;
-      // The lines before the bad one are searched first: a pipe's output keeps them.
+      // The lines before the bad one are searched first: a pipe's output keeps them (the next
+      // call throws).
       error_ = std::current_exception();
       if (prefixes.size() > lines.size()) prefixes.pop_back();
     }
@@ -117,10 +124,6 @@ bool InferenceBatcher::next(SourceBatch& batch) {
   }
   batch = std::move(window_[next_++]);
   return true;
-}
-
-void InferenceBatcher::throw_pending_error() const {
-  if (error_) std::rethrow_exception(error_);
 }
 
 }  // namespace tx::data

@@ -58,13 +58,13 @@ class InferenceBatcher {
                    const InferenceBatcherOptions& options);
 
   // The next batch; false at the end of the input. Throws tx::Error naming the input and line
-  // for invalid UTF-8; a bad line inside a window first ends the input after the lines before
-  // it, so that their translations are not lost, and throw_pending_error() raises it.
+  // for invalid UTF-8 (or a --force-decode prefix holding a special token) once the batches
+  // of the lines before it are handed out: a window ends before a bad line, and the next call
+  // throws.
   bool next(SourceBatch& batch);
-  // The error that ended the input early, if any: call it once the batches are translated.
-  void throw_pending_error() const;
 
-  // Lines handed out in batches so far; at the end, the number of output lines due.
+  // Lines of the batches read so far; at the end, or after the error, the number of output
+  // lines due.
   int64_t lines_read() const { return lines_read_; }
   // Lines whose source (or --force-decode prefix) was cropped so far, and
   // the 1-based number of the first.
@@ -78,7 +78,7 @@ class InferenceBatcher {
   std::vector<SourceBatch> window_;  // the current window's batches
   size_t next_ = 0;
   int64_t lines_read_ = 0;
-  std::exception_ptr error_;  // what ended the input early
+  std::exception_ptr error_;  // the bad line's, thrown once the window before it is out
   int64_t lines_cropped_ = 0, first_cropped_line_ = 0;
 };
 

@@ -16,9 +16,6 @@ namespace {
 
 using data::Vocab;
 
-// A score for "impossible". Finite rather than -inf: the rank-1 GEMM multiplies it, and a
-// kernel that pads K with zeros would turn -inf into NaN. Anything below kDeadBelow is dead.
-
 // One sentence while it is searched.
 struct Sentence {
   int64_t index = 0;       // the caller's
@@ -331,7 +328,7 @@ BeamSearch::Cohort BeamSearch::start(Graph& g, std::vector<SourceSentence> sente
                " is outside the target vocabulary of ", vocab_, " ids");
       // The search adds bos and eos itself, and never produces pad.
       TX_CHECK(id != config.eos_id && id != config.bos_id && id != config.pad_id,
-               "beam search: prefix of source ", s.index, " holds the special id ", id,
+               "beam search: the prefix of source index ", s.index, " holds the special id ", id,
                " (pad, bos or eos); a prefix is target words only");
     }
   }

@@ -8,7 +8,9 @@
 namespace tx::decode {
 
 // The log-prob beam search gives a token it must not produce (pad, bos, unk unless allowed, eos
-// before --min-length, a dead row's candidates): finite, so that sums of it stay comparable.
+// before --min-length, a dead row's candidates). Finite rather than -inf: the rank-1 GEMM that
+// adds running scores multiplies it, and a kernel that pads K with zeros would turn -inf * 0
+// into NaN.
 inline constexpr float kDead = -1e30f;
 // Below this a log-prob is a masked token's: no real model's score comes near.
 inline constexpr float kDeadBelow = -1e29f;

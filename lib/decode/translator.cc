@@ -230,8 +230,19 @@ int64_t Translator::translate_stream(std::istream& in, std::ostream& out, const 
     if (it != sources.end()) sources.erase(it);
     if (on_batch) on_batch(++done);
   };
-  auto next = sentences_of([&](data::SourceBatch& b) { return batcher.next(b); },
-                           [&](int64_t index) { finished(index, NBest{empty_}); });
+  // An input error (a bad line) ends the input for the search, which then finishes the lines
+  // before it: they are written, and the error raised after them.
+  std::exception_ptr input_error;
+  auto next = sentences_of(
+      [&](data::SourceBatch& b) {
+        try {
+          return batcher.next(b);
+        } catch (const Error&) {
+          input_error = std::current_exception();
+          return false;
+        }
+      },
+      [&](int64_t index) { finished(index, NBest{empty_}); });
   search_.search_stream(
       [&](SourceSentence& s) {
         if (!next(s)) return false;
@@ -242,7 +253,7 @@ int64_t Translator::translate_stream(std::istream& in, std::ostream& out, const 
   output.finish(batcher.lines_read());
   lines_cropped_ = batcher.lines_cropped();
   first_cropped_line_ = batcher.first_cropped_line();
-  batcher.throw_pending_error();  // a bad line, once the lines before it are out
+  if (input_error) std::rethrow_exception(input_error);
   return batcher.lines_read();
 }
 

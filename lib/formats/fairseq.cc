@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "data/vocab.h"
 #include "formats/json_field.h"
 #include "formats/model_file.h"
 #include "formats/torch_names.h"
@@ -35,9 +36,12 @@ io::ModelConfig config_from_options(const json& o, const std::string& where) {
                   field<int64_t>(o, "decoder_input_dim", c.d_model, where) != c.d_model,
               "a decoder width other than the encoder's");
   // (fairseq's base_architecture: decoder heads 8 whatever the encoder's.)
-  unsupported(field<int64_t>(o, "decoder_ffn_embed_dim", c.d_ff, where) != c.d_ff ||
-                  field<int>(o, "decoder_attention_heads", 8, where) != c.heads,
-              "decoder heads or feed-forward size other than the encoder's");
+  const int decoder_heads = field<int>(o, "decoder_attention_heads", 8, where);
+  const int64_t decoder_ffn = field<int64_t>(o, "decoder_ffn_embed_dim", c.d_ff, where);
+  unsupported(decoder_ffn != c.d_ff || decoder_heads != c.heads,
+              str("decoder heads or feed-forward size other than the encoder's (", decoder_heads,
+                  " and ", decoder_ffn, " against ", c.heads, " and ", c.d_ff,
+                  "; a missing decoder_attention_heads is base_architecture's 8)"));
   c.pre_norm = field<bool>(o, "encoder_normalize_before", false, where);
   unsupported(field<bool>(o, "decoder_normalize_before", false, where) != c.pre_norm,
               "pre-norm on one side only");
@@ -96,12 +100,11 @@ io::ModelConfig config_from_options(const json& o, const std::string& where) {
   return c;
 }
 
-// A fairseq dict.txt's symbols in order (each line "symbol count [#fairseq:overwrite]"): what
-// fairseq's Dictionary equality compares.
+// A fairseq dictionary's symbols in id order: what fairseq's Dictionary equality compares.
 std::vector<std::string> dictionary_symbols(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  const data::Vocab v = data::Vocab::fairseq(path);
   std::vector<std::string> symbols;
-  for (std::string line; std::getline(in, line);) symbols.push_back(line.substr(0, line.find(' ')));
+  for (int32_t id = 0; id < v.size(); ++id) symbols.push_back(v.piece(id));
   return symbols;
 }
 

@@ -32,11 +32,13 @@ io::ModelConfig config_from_json(const json& j, const std::string& where) {
   c.decoder_layers = field<int>(j, "decoder_layers", 12, where);
   c.heads = field<int>(j, "encoder_attention_heads", 16, where);
   c.d_ff = field<int64_t>(j, "encoder_ffn_dim", 4096, where);
-  TX_CHECK(field<int>(j, "decoder_attention_heads", 16, where) == c.heads &&
-               field<int64_t>(j, "decoder_ffn_dim", 4096, where) == c.d_ff,
-           where,
-           ": the decoder's heads or feed-forward size differ from the encoder's, which tx "
-           "does not implement");
+  const int decoder_heads = field<int>(j, "decoder_attention_heads", 16, where);
+  const int64_t decoder_ffn = field<int64_t>(j, "decoder_ffn_dim", 4096, where);
+  TX_CHECK(decoder_heads == c.heads && decoder_ffn == c.d_ff, where, ": the decoder's ",
+           decoder_heads, " heads and feed-forward size ", decoder_ffn,
+           " differ from the encoder's ", c.heads, " and ", c.d_ff,
+           " (a key config.json lacks is MarianConfig's default: 16 heads, 4096), which tx does "
+           "not implement");
   c.dropout = field<float>(j, "dropout", 0.1f, where);
   c.attention_dropout = field<float>(j, "attention_dropout", 0.0f, where);
   c.relu_dropout = field<float>(j, "activation_dropout", 0.0f, where);
@@ -65,7 +67,7 @@ io::ModelConfig config_from_json(const json& j, const std::string& where) {
   c.tgt_vocab_size = field<int64_t>(j, "decoder_vocab_size", c.src_vocab_size, where);
   c.pad_id = field<int32_t>(j, "pad_token_id", 58100, where);
   c.eos_id = field<int32_t>(j, "eos_token_id", 0, where);
-  c.decoder_start_id = field<int32_t>(j, "decoder_start_token_id", c.pad_id, where);
+  c.decoder_start_id = field<int32_t>(j, "decoder_start_token_id", 58100, where);
   c.bos_id = -1;  // OPUS-MT models have none (their bos_token_id repeats eos's)
   c.unk_id = -1;  // from the vocabulary (read_huggingface)
   // Alignments as marian-decoder gives them on the Marian model the directory was converted
@@ -104,7 +106,8 @@ void check_positions(const io::NamedTensor& t, const io::ModelConfig& c, const s
 // generate() takes the special ids from generation_config.json over config.json's, a forward
 // pass (tx-score's teacher forcing) from config.json: where the two disagree there is no one
 // model to compute.
-void check_generation_config(const std::string& path, const io::ModelConfig& c) {
+void check_generation_config(const std::string& path, const io::ModelConfig& c,
+                             const json& config) {
   if (!exists(path)) return;
   json g;
   try {
@@ -114,15 +117,17 @@ void check_generation_config(const std::string& path, const io::ModelConfig& c) 
     throw Error(str(path, ": not valid JSON (", e.what(), "); the file is damaged"));
   }
   TX_CHECK(g.is_object(), path, ": not a JSON object; the file is damaged");
+  // (pad only pads finished rows in generate(): not compared.)
   for (const auto& [key, id] :
        {std::pair<const char*, int32_t>{"decoder_start_token_id", c.decoder_start_id},
-        {"eos_token_id", c.eos_id},
-        {"pad_token_id", c.pad_id}}) {
+        {"eos_token_id", c.eos_id}}) {
     if (!g.contains(key) || g.at(key).is_null()) continue;
     json v = g.at(key);
     if (v.is_array() && v.size() == 1) v = v.at(0);  // newer files list the eos ids
     TX_CHECK(v.is_number_integer() && v.get<int64_t>() == id, path, ": ", key, " is ",
-             g.at(key).dump(), " where config.json gives ", id,
+             g.at(key).dump(), " where config.json ",
+             config.contains(key) ? "gives " : "lacks it (MarianConfig's default: ", id,
+             config.contains(key) ? "" : ")",
              "; generate() would take this file's, a forward pass config.json's: make them agree");
   }
 }
@@ -159,7 +164,7 @@ ModelFile read_huggingface(const std::string& dir) {
   out.format = Format::huggingface;
   io::ModelConfig& c = out.config;
   c = config_from_json(j, config_path);
-  check_generation_config(dir + "/generation_config.json", c);
+  check_generation_config(dir + "/generation_config.json", c, j);
   const int64_t d = c.d_model;
 
   Mapper m(io::read_safetensors(weights), str("'", weights, "'"), "a MarianMTModel");
@@ -170,18 +175,27 @@ ModelFile read_huggingface(const std::string& dir) {
   };
   for (const char* n : {"model.shared.weight", "model.encoder.embed_tokens.weight",
                         "model.decoder.embed_tokens.weight", "lm_head.weight"})
-    m.ignore(n);  // tied copies (transformers ties them after loading: the first one wins)
+    m.ignore(n);  // copies of what is taken below, or (untied) what the model does not use
   // The sinusoid tables tx computes: transformers would use a stored one, so it must be theirs.
   for (const char* n :
        {"model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight"}) {
     m.ignore(n);
     if (const io::NamedTensor* t = m.find(n)) check_positions(*t, c, str("'", weights, "'"));
   }
+  // Tied copies must be equal: which one a loaded model holds depends on transformers' version
+  // and loading path (save_pretrained writes one copy).
+  const char* tying = "tie_word_embeddings (with share_encoder_decoder_embeddings)";
   if (c.tied_embeddings == io::TiedEmbeddings::all) {
-    m.take(first_of({"model.shared.weight", "model.encoder.embed_tokens.weight",
-                     "model.decoder.embed_tokens.weight", "lm_head.weight"}),
-           "embed_tokens.weight", {c.src_vocab_size, d});
+    const std::string first = first_of({"model.shared.weight", "model.encoder.embed_tokens.weight",
+                                        "model.decoder.embed_tokens.weight", "lm_head.weight"});
+    for (const char* n : {"model.shared.weight", "model.encoder.embed_tokens.weight",
+                          "model.decoder.embed_tokens.weight", "lm_head.weight"})
+      if (n != first) m.ignore_copy(n, first, tying);
+    m.take(first, "embed_tokens.weight", {c.src_vocab_size, d});
   } else {
+    if (c.tied_embeddings == io::TiedEmbeddings::decoder &&
+        m.find("model.decoder.embed_tokens.weight"))
+      m.ignore_copy("lm_head.weight", "model.decoder.embed_tokens.weight", "tie_word_embeddings");
     m.take(first_of({"model.encoder.embed_tokens.weight", "model.shared.weight"}),
            "encoder.embed_tokens.weight", {c.src_vocab_size, d});
     m.take(first_of({"model.decoder.embed_tokens.weight", "lm_head.weight"}),

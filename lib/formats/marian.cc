@@ -25,8 +25,10 @@ constexpr const char* kUnsupported =
     "; tx reads Marian Transformers (--type transformer) "
     "with standard layers (docs/models.md)";
 
-template <typename T>
-T option(const YAML::Node& yml, const char* key, T fallback, const std::string& where) {
+// Option `key` (or a list's entry `key`, of option `name`) as marian writes it, else `fallback`.
+template <typename T, typename Key>
+T option(const YAML::Node& yml, Key key, T fallback, const std::string& where,
+         const char* name = nullptr) {
   const YAML::Node v = yml[key];
   if (!v || v.IsNull()) return fallback;
   try {
@@ -36,7 +38,8 @@ T option(const YAML::Node& yml, const char* key, T fallback, const std::string& 
                        : std::is_same_v<T, std::string> ? "text"
                        : std::is_integral_v<T>          ? "a whole number"
                                                         : "a number";
-    throw Error(str(where, ": option '", key, "' is '", YAML::Dump(v), "', not ", kind,
+    const std::string what = name ? str("'", name, "' entry ", key) : str("'", key, "'");
+    throw Error(str(where, ": option ", what, " is '", YAML::Dump(v), "', not ", kind,
                     " as marian writes it; the model.yml inside the model is damaged"));
   }
 }
@@ -456,14 +459,12 @@ ModelFile read_marian(const std::string& path) {
   m.check_all_used();
   // --dim-vocabs, when the file gives it (0: taken from the vocabulary), names the rows.
   const YAML::Node dims = yml["dim-vocabs"];
-  if (dims && dims.IsSequence() && dims.size() == 2) {
+  if (dims && !dims.IsNull()) {
+    TX_CHECK(dims.IsSequence() && dims.size() == 2, where, ": its --dim-vocabs is '",
+             YAML::Dump(dims), "', not the two sizes (source, target) of a Transformer");
     const int64_t rows[2] = {c.src_vocab_size, c.tgt_vocab_size};
     for (size_t i = 0; i < 2; ++i) {
-      int64_t n = -1;
-      try {
-        n = dims[i].as<int64_t>();
-      } catch (const YAML::Exception&) {
-      }
+      const int64_t n = option<int64_t>(dims, i, 0, where, "dim-vocabs");
       TX_CHECK(n == 0 || n == rows[i], where, ": its --dim-vocabs gives the ",
                i == 0 ? "source" : "target", " vocabulary ", n, " ids but its embeddings have ",
                rows[i], " rows; the file is damaged or edited");

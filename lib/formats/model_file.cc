@@ -119,9 +119,9 @@ Format format_of(const std::string& path) {
     // marian's binary models (common/binary.cpp) start with their format's version, 1; a
     // safetensors header of 1 byte cannot be.
     TX_CHECK(got < 8 || std::memcmp(magic, "\x01\0\0\0\0\0\0\0", 8) != 0, "model '", path,
-             "' is a Marian binary model, which tx does not read; convert it with `marian-conv "
-             "--from ",
-             path, " --to model.npz` and give the .npz");
+             "' is a Marian binary model, which tx does not read; convert a float32 one with "
+             "`marian-conv --from ",
+             path, " --to model.npz` and give the .npz (an int8-packed one cannot be)");
   }
   return Format::tx;
 }
