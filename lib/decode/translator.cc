@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/format.h"
+#include "core/text_file.h"
 #include "data/ordered_output.h"
 
 namespace tx::decode {
@@ -263,9 +264,9 @@ std::vector<std::string> Translator::translate_lines(const std::vector<std::stri
   lines_cropped_ = first_cropped_line_ = 0;
   for (size_t i = 0; i < lines.size(); ++i) {
     try {
-      // As the stream's LineReader: a NUL means a binary or UTF-16 text, never a sentence.
-      TX_CHECK(lines[i].find('\0') == std::string::npos, "NUL byte at byte ",
-               lines[i].find('\0') + 1, "; a line of text holds none");
+      // The stream's LineReader's check: invalid UTF-8, or a NUL (binary or UTF-16 text).
+      const std::string problem = describe_text_line_problem(lines[i]);
+      TX_CHECK(problem.empty(), problem);
       ids.push_back(src_vocab_.encode_head(lines[i], options_.batching.max_source_tokens));
     } catch (const Error& e) {
       throw Error("line " + std::to_string(i + 1) + ": " + e.what());

@@ -108,17 +108,6 @@ std::vector<std::string> dictionary_symbols(const std::string& path) {
   return symbols;
 }
 
-json read_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  try {
-    json j = json::parse(in);
-    TX_CHECK(j.is_object(), path, ": not a JSON object; the file is damaged");
-    return j;
-  } catch (const json::exception& e) {
-    throw Error(str(path, ": not valid JSON (", e.what(), "); the file is damaged"));
-  }
-}
-
 }  // namespace
 
 ModelFile read_fairseq(const std::string& dir) {
@@ -128,7 +117,7 @@ ModelFile read_fairseq(const std::string& dir) {
   TX_CHECK(exists(weights), where,
            " has no model.safetensors; make the directory from a checkpoint with "
            "`python3 scripts/to_safetensors.py checkpoint.pt DATA_BIN OUT_DIR`");
-  const json j = read_json(options_path);
+  const json j = read_json_object(options_path);
   TX_CHECK(j.contains("model") && j.at("model").is_object(), options_path,
            ": has no \"model\" object (the checkpoint's model options); remake the directory "
            "with scripts/to_safetensors.py");

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "backend/device_math.h"
 #include "core/error.h"
@@ -86,16 +87,22 @@ io::ModelConfig config_from_json(const json& j, const std::string& where) {
 }
 
 // A stored MarianSinusoidalPositionalEmbedding table: [max_position_embeddings, d_model] of
-// tx's halves_hf sinusoids (within a half-precision file's rounding).
-void check_positions(const io::NamedTensor& t, const io::ModelConfig& c, const std::string& where) {
+// tx's halves_hf sinusoids (within a half-precision file's rounding). `sinusoids` holds them,
+// computed by the first call (the encoder's and the decoder's tables are the same).
+void check_positions(const io::NamedTensor& t, const io::ModelConfig& c, const std::string& where,
+                     std::vector<float>& sinusoids) {
   const Shape table{c.max_length, c.d_model};
   TX_CHECK(t.shape == table, where, ": tensor '", t.name, "' is ", t.shape.str(), ", [",
            c.max_length, ", ", c.d_model,
            "] expected (max_position_embeddings, d_model); the file is damaged or edited");
+  if (sinusoids.empty())
+    for (int64_t pos = 0; pos < c.max_length; ++pos)
+      for (int64_t i = 0; i < c.d_model; ++i)
+        sinusoids.push_back(math::sinusoid(pos, i, c.d_model, math::PositionLayout::halves_hf));
   const std::vector<float> v = t.to_floats();
   for (int64_t pos = 0; pos < c.max_length; ++pos)
     for (int64_t i = 0; i < c.d_model; ++i) {
-      const float want = math::sinusoid(pos, i, c.d_model, math::PositionLayout::halves_hf);
+      const float want = sinusoids[pos * c.d_model + i];
       TX_CHECK(std::fabs(v[pos * c.d_model + i] - want) <= 1e-2f, where, ": tensor '", t.name,
                "' holds ", v[pos * c.d_model + i], " at position ", pos, ", column ", i,
                ", where MarianMTModel's sinusoids give ", want,
@@ -109,14 +116,7 @@ void check_positions(const io::NamedTensor& t, const io::ModelConfig& c, const s
 void check_generation_config(const std::string& path, const io::ModelConfig& c,
                              const json& config) {
   if (!exists(path)) return;
-  json g;
-  try {
-    std::ifstream in(path, std::ios::binary);
-    g = json::parse(in);
-  } catch (const json::exception& e) {
-    throw Error(str(path, ": not valid JSON (", e.what(), "); the file is damaged"));
-  }
-  TX_CHECK(g.is_object(), path, ": not a JSON object; the file is damaged");
+  const json g = read_json_object(path);
   // (pad only pads finished rows in generate(): not compared.)
   for (const auto& [key, id] :
        {std::pair<const char*, int32_t>{"decoder_start_token_id", c.decoder_start_id},
@@ -148,16 +148,7 @@ ModelFile read_huggingface(const std::string& dir) {
              dir, "`");
     throw Error(str(where, " has no model.safetensors; give a directory with the model's weights"));
   }
-  json j;
-  {
-    std::ifstream in(config_path, std::ios::binary);
-    try {
-      j = json::parse(in);
-    } catch (const json::exception& e) {
-      throw Error(str(config_path, ": not valid JSON (", e.what(), "); the file is damaged"));
-    }
-  }
-  TX_CHECK(j.is_object(), config_path, ": not a JSON object; the file is damaged");
+  const json j = read_json_object(config_path);
 
   ModelFile out;
   out.path = dir;
@@ -168,28 +159,31 @@ ModelFile read_huggingface(const std::string& dir) {
   const int64_t d = c.d_model;
 
   Mapper m(io::read_safetensors(weights), str("'", weights, "'"), "a MarianMTModel");
-  auto first_of = [&](std::initializer_list<const char*> names) -> std::string {
+  auto first_of = [&](const std::vector<const char*>& names) -> std::string {
     for (const char* n : names)
       if (m.find(n)) return n;
-    return *names.begin();  // take() then names it as missing
+    return names.front();  // take() then names it as missing
   };
-  for (const char* n : {"model.shared.weight", "model.encoder.embed_tokens.weight",
-                        "model.decoder.embed_tokens.weight", "lm_head.weight"})
+  // Where the file may hold embeddings, the shared one first.
+  const std::vector<const char*> embeddings = {
+      "model.shared.weight", "model.encoder.embed_tokens.weight",
+      "model.decoder.embed_tokens.weight", "lm_head.weight"};
+  for (const char* n : embeddings)
     m.ignore(n);  // copies of what is taken below, or (untied) what the model does not use
   // The sinusoid tables tx computes: transformers would use a stored one, so it must be theirs.
+  std::vector<float> sinusoids;
   for (const char* n :
        {"model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight"}) {
     m.ignore(n);
-    if (const io::NamedTensor* t = m.find(n)) check_positions(*t, c, str("'", weights, "'"));
+    if (const io::NamedTensor* t = m.find(n))
+      check_positions(*t, c, str("'", weights, "'"), sinusoids);
   }
   // Tied copies must be equal: which one a loaded model holds depends on transformers' version
   // and loading path (save_pretrained writes one copy).
   const char* tying = "tie_word_embeddings (with share_encoder_decoder_embeddings)";
   if (c.tied_embeddings == io::TiedEmbeddings::all) {
-    const std::string first = first_of({"model.shared.weight", "model.encoder.embed_tokens.weight",
-                                        "model.decoder.embed_tokens.weight", "lm_head.weight"});
-    for (const char* n : {"model.shared.weight", "model.encoder.embed_tokens.weight",
-                          "model.decoder.embed_tokens.weight", "lm_head.weight"})
+    const std::string first = first_of(embeddings);
+    for (const char* n : embeddings)
       if (n != first) m.ignore_copy(n, first, tying);
     m.take(first, "embed_tokens.weight", {c.src_vocab_size, d});
   } else {

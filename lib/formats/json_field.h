@@ -1,10 +1,12 @@
 // Reading the JSON option files of imported models (Hugging Face's config.json, the converted
-// fairseq.json): a field with a fallback, and whether a file beside it exists.
+// fairseq.json): the file's object, a field with a fallback, and whether a file beside it
+// exists.
 #pragma once
 
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -42,6 +44,18 @@ T field(const nlohmann::json& j, const char* key, T fallback, const std::string&
     return v.get<T>();
   } catch (const nlohmann::json::exception&) {
     throw unexpected();
+  }
+}
+
+// The JSON object in file `path`; anything else is an error naming the file.
+inline nlohmann::json read_json_object(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  try {
+    nlohmann::json j = nlohmann::json::parse(in);
+    TX_CHECK(j.is_object(), path, ": not a JSON object; the file is damaged");
+    return j;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(str(path, ": not valid JSON (", e.what(), "); the file is damaged"));
   }
 }
 
