@@ -1071,6 +1071,61 @@ TEST_CASE("Marian models: options marian would read otherwise than tx are refuse
   refused(dir.file("model.bin"),
           "is a Marian binary model, which tx does not read; convert a float32 one with "
           "`marian-conv");
+  write_file(dir.file("secret.bin"), std::string("\x02\0\0\0\0\0\0\0\x40\0\0\0\0\0\0\0", 16));
+  refused(dir.file("secret.bin"), "is an encrypted Marian binary model, which tx cannot read");
+  // A safetensors file whose header is "{}" has the same first 8 bytes; it is not named so.
+  write_file(dir.file("empty.safetensors"), std::string("\x02\0\0\0\0\0\0\0{}", 10));
+  CHECK(tx::formats::format_of(dir.file("empty.safetensors")) == tx::formats::Format::tx);
+}
+
+TEST_CASE("Marian models: learned positions are what marian's transformer reads, not its flag",
+          "[import]") {
+  // marian's `transformer` type looks its learned positions up as transformer-train-positions
+  // (models/transformer.h), so --transformer-train-position-embeddings true still gives it
+  // sinusoids: such a file is read as it is, and the switch marian does read is refused.
+  TempDir dir;
+  const std::string tied = fixture("post-relu-tiedall/model.npz");
+  auto with_yml = [&](const std::string& name, const std::function<void(std::string&)>& edit,
+                      bool add_wpos = false) {
+    std::vector<tx::formats::NpyArray> arrays = tx::formats::read_npz(tied);
+    for (tx::formats::NpyArray& a : arrays)
+      if (a.name == "special:model.yml") {
+        std::string yml = a.text();
+        edit(yml);
+        a.data.assign(yml.begin(), yml.end());
+        a.data.push_back(0);
+        a.shape = {static_cast<int64_t>(a.data.size())};
+      }
+    if (add_wpos) {
+      tx::formats::NpyArray wpos = arrays.back();
+      for (const tx::formats::NpyArray& a : arrays)
+        if (a.name == "Wemb") wpos = a;
+      wpos.name = "Wpos";
+      arrays.push_back(wpos);
+    }
+    write_npz(dir.file(name), arrays);
+    return dir.file(name);
+  };
+  auto flag_on = [](std::string& y) {
+    const std::string from = "transformer-train-position-embeddings: false";
+    const size_t at = y.find(from);
+    REQUIRE(at != std::string::npos);
+    y.replace(at, from.size(), "transformer-train-position-embeddings: true");
+  };
+  const tx::formats::ModelFile base = tx::formats::read_model_file(tied);
+  const tx::formats::ModelFile flagged =
+      tx::formats::read_model_file(with_yml("flag.npz", flag_on));
+  REQUIRE(flagged.params.tensors.size() == base.params.tensors.size());
+  for (size_t i = 0; i < base.params.tensors.size(); ++i) {
+    CHECK(flagged.params.tensors[i].name == base.params.tensors[i].name);
+    CHECK(flagged.params.tensors[i].data == base.params.tensors[i].data);
+  }
+  CHECK_THROWS_WITH(
+      tx::formats::read_model_file(with_yml(
+          "read.npz", [](std::string& y) { y += "\ntransformer-train-positions: true\n"; })),
+      Catch::Contains("has learned positions (transformer-train-positions)"));
+  CHECK_THROWS_WITH(tx::formats::read_model_file(with_yml("wpos.npz", flag_on, true)),
+                    Catch::Contains("has an array 'Wpos' that tx does not map"));
 }
 
 TEST_CASE("Hugging Face models: a stored position table must be MarianMTModel's sinusoids",

@@ -103,9 +103,11 @@ io::ModelConfig config_from_yaml(const YAML::Node& yml, const std::string& where
   const int64_t dec_ffn = option<int64_t>(yml, "transformer-decoder-dim-ffn", 0, where);
   TX_CHECK(dec_ffn == 0 || dec_ffn == c.d_ff, where,
            " has a decoder feed-forward size other than the encoder's", kUnsupported);
-  TX_CHECK(!option<bool>(yml, "transformer-train-position-embeddings", false, where), where,
-           " has learned positions (--transformer-train-position-embeddings); tx has sinusoids"
-           " only");
+  // marian's `transformer` type reads its learned-positions switch under this name, not the
+  // --transformer-train-position-embeddings it writes (models/transformer.h since 2019), so a
+  // model.yml with that flag true still has sinusoids there; a Wpos array would be left over.
+  TX_CHECK(!option<bool>(yml, "transformer-train-positions", false, where), where,
+           " has learned positions (transformer-train-positions); tx has sinusoids only");
   TX_CHECK(!option<bool>(yml, "transformer-no-projection", false, where), where,
            " has attention without output projection", kUnsupported);
   TX_CHECK(!option<bool>(yml, "transformer-disable-position-embeddings", false, where), where,

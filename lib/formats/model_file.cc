@@ -111,13 +111,18 @@ Format format_of(const std::string& path) {
   if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".npz") == 0) return Format::marian;
   // An .npz under another name is still a zip archive (a safetensors file starts with its
   // header's length, whose high bytes are 0).
-  char magic[8] = {};
+  char magic[10] = {};
   if (FILE* f = std::fopen(path.c_str(), "rb")) {
     const size_t got = std::fread(magic, 1, sizeof magic, f);
     std::fclose(f);
     if (got >= 4 && std::memcmp(magic, "PK\x03\x04", 4) == 0) return Format::marian;
-    // marian's binary models (common/binary.cpp) start with their format's version, 1; a
-    // safetensors header of 1 byte cannot be.
+    // marian's binary models (common/binary.cpp) start with their format's version, 1 (2 when
+    // encrypted); a safetensors header of 1 byte cannot be, and one of 2 is "{}".
+    TX_CHECK(got < 10 || std::memcmp(magic, "\x02\0\0\0\0\0\0\0{}", 10) == 0 ||
+                 std::memcmp(magic, "\x02\0\0\0\0\0\0\0", 8) != 0,
+             "model '", path,
+             "' is an encrypted Marian binary model, which tx cannot read; translate it with "
+             "marian-decoder and its key");
     TX_CHECK(got < 8 || std::memcmp(magic, "\x01\0\0\0\0\0\0\0", 8) != 0, "model '", path,
              "' is a Marian binary model, which tx does not read; convert a float32 one with "
              "`marian-conv --from ",
