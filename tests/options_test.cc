@@ -245,6 +245,12 @@ TEST_CASE("options: each mistake is one UsageError naming the flag or key and th
              Contains("--beam-size is given 2 times"));
   CHECK_THAT(fails(tx::app::kTranslate, {"-m", "x", "--alignment", "hard", "--alignment", "soft"}),
              Contains("--alignment is given 2 times"));
+  // A switch too, whatever values it is given: CLI11 let the last one win.
+  CHECK_THAT(fails(tx::app::kTranslate, {"-m", "x", "--int8", "--int8=false"}),
+             Contains("--int8 is given 2 times; give it once"));
+  CHECK_THAT(fails(kTrain, {"--quiet", "--quiet", "--quiet"}),
+             Contains("--quiet is given 3 times"));
+  CHECK(options(tx::app::kTranslate, {"-m", "x", "--int8=false"}).flag("int8") == false);
   // tx-average without inputs is refused by the program, which also knows --last (average_test).
 
   const std::string missing = dir.file("missing.json");

@@ -1,44 +1,18 @@
 // tx-translate's memory on a long stream: once the read window is full, resident memory stays
 // flat however many lines follow (bench/soak has the 2-million-line run on a real model).
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <random>
 #include <string>
 
+#include "support/peak_rss.h"
 #include "support/programs.h"
 
 namespace {
 
+using tx::test::peak_rss_kb;
 using tx::test::TempDir;
-
-// Peak resident memory in kB of what `cmd` runs, measured in a forked child so that the
-// programs this test ran before do not count (RUSAGE_CHILDREN keeps the maximum over all).
-long peak_rss_kb(const std::string& cmd) {
-  int fd[2];
-  REQUIRE(pipe(fd) == 0);
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    close(fd[0]);
-    const int rc = std::system(cmd.c_str());
-    rusage usage{};
-    getrusage(RUSAGE_CHILDREN, &usage);
-    const long kb = rc == 0 ? usage.ru_maxrss : -1;
-    _exit(write(fd[1], &kb, sizeof kb) == sizeof kb ? 0 : 1);
-  }
-  close(fd[1]);
-  long kb = -1;
-  const bool got = read(fd[0], &kb, sizeof kb) == sizeof kb;
-  close(fd[0]);
-  waitpid(pid, nullptr, 0);
-  REQUIRE(got);
-  return kb;
-}
 
 // `lines` lines of 1 to 40 words drawn from the reversal task's eight: every batch has a new
 // mix of lengths, so the stream keeps asking for memory blocks of sizes it has not used.

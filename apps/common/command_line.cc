@@ -157,6 +157,11 @@ ParseResult parse_command_line(Program program, const std::string& description, 
     throw UsageError(str(what, "; run '", name, " --help' for the options"));
   }
 
+  // CLI11 lets a switch repeat, the last one winning ("--int8 --int8=false" ran without int8).
+  for (const Slot& s : slots)
+    if (s.spec->type == OptionType::flag && s.option->count() > 1)
+      throw UsageError(str("--", s.spec->name, " is given ", s.option->count(),
+                           " times; give it once (run '", name, " --help' for the options)"));
   // CLI11 takes an option's first value whatever it looks like: "--vocabs --seed 30" gave the
   // vocabularies "--seed" and "30" and left the seed at its default.
   std::set<std::string> flags = {"--config", "--dump-config", "--help", "-h"};

@@ -116,27 +116,37 @@ void carry_vocabularies(const std::vector<std::unique_ptr<io::SafetensorsReader>
   }
 }
 
-// Marian or Hugging Face models (formats/): each read whole, in tx's names, then averaged as
-// the tx files are. The output is a tx model file that keeps the first input's vocabularies
-// (formats::kVocabsKey).
+// Marian or Hugging Face models (formats/): each read whole, in tx's names, one at a time into
+// running sums (double, in input order, as the tx files' are), so memory stays near three times
+// one model's float32 size however many inputs there are. The output is a tx model file that
+// keeps the first input's vocabularies (formats::kVocabsKey).
 AverageSummary average_imported(const std::vector<std::string>& inputs, const std::string& output) {
-  std::vector<formats::ModelFile> models;
-  for (const std::string& in : inputs) {
+  for (const std::string& in : inputs)
     TX_CHECK(formats::format_of(in) != formats::Format::tx, "'", in, "' is a tx checkpoint and '",
              inputs.front(), "' an imported model; average models of one format");
-    models.push_back(formats::read_model_file(in));
-  }
-  const formats::ModelFile& first = models.front();
-  for (size_t i = 1; i < models.size(); ++i) {
-    TX_CHECK(config_difference(first.config, models[i].config).empty(), "model '", inputs[i],
+  formats::ModelFile first = formats::read_model_file(inputs.front());
+  std::vector<std::vector<double>> sums;
+  for (const io::NamedTensor& t : first.params.tensors)
+    sums.emplace_back(static_cast<size_t>(t.shape.numel()), 0.0);
+  auto add = [&](const formats::ModelFile& m) {
+    for (size_t i = 0; i < sums.size(); ++i) {
+      const std::vector<float> values = m.params.get(first.params.tensors[i].name).to_floats();
+      for (size_t k = 0; k < values.size(); ++k) sums[i][k] += values[k];
+    }
+  };
+  add(first);
+  for (io::NamedTensor& t : first.params.tensors) std::vector<uint8_t>().swap(t.data);
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    const formats::ModelFile m = formats::read_model_file(inputs[i]);
+    TX_CHECK(config_difference(first.config, m.config).empty(), "model '", inputs[i],
              "' has another architecture than '", inputs.front(), "' (",
-             config_difference(first.config, models[i].config),
-             "); average models of one training run");
+             config_difference(first.config, m.config), "); average models of one training run");
     for (const io::NamedTensor& t : first.params.tensors) {
-      const io::NamedTensor* o = models[i].params.find(t.name);
+      const io::NamedTensor* o = m.params.find(t.name);
       TX_CHECK(o && o->shape == t.shape, "model '", inputs[i], "' lacks parameter '", t.name, "' ",
                t.shape.str(), ", which '", inputs.front(), "' has");
     }
+    add(m);
   }
   AverageSummary summary;
   summary.inputs = inputs.size();
@@ -146,14 +156,11 @@ AverageSummary average_imported(const std::vector<std::string>& inputs, const st
   out.metadata["tx.averaged_from"] = json(inputs).dump();
   out.metadata[formats::kVocabsKey] = formats::vocab_files_json(first.vocabs);
   const double scale = 1.0 / static_cast<double>(inputs.size());
-  for (const io::NamedTensor& t : first.params.tensors) {
-    std::vector<double> sum(static_cast<size_t>(t.shape.numel()), 0.0);
-    for (const formats::ModelFile& m : models) {
-      const std::vector<float> values = m.params.get(t.name).to_floats();
-      for (size_t k = 0; k < sum.size(); ++k) sum[k] += values[k];
-    }
-    std::vector<float> mean(sum.size());
-    for (size_t k = 0; k < sum.size(); ++k) mean[k] = static_cast<float>(sum[k] * scale);
+  for (size_t i = 0; i < sums.size(); ++i) {
+    const io::NamedTensor& t = first.params.tensors[i];
+    std::vector<float> mean(sums[i].size());
+    for (size_t k = 0; k < mean.size(); ++k) mean[k] = static_cast<float>(sums[i][k] * scale);
+    std::vector<double>().swap(sums[i]);
     out.add(io::NamedTensor::from_floats(t.name, DType::f32, t.shape, mean));
     ++summary.tensors;
     summary.parameters += t.shape.numel();
