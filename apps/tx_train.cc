@@ -211,12 +211,14 @@ int train(const Options& options) {
   } catch (const std::exception& e) {
     if (world->size() == 1) throw;
     // The other processes may be waiting in a collective for this one: say why, end them all.
+    // Every process may be refusing the same start: the others wait a second, which process
+    // 0's abort ends, so that such an error is said once, and so that rank 0 first removes
+    // what its set-up wrote (a vocabulary trained on refused data). An error of one other
+    // process alone is still said, by it, a second later.
+    if (world->rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(1));
     std::fprintf(stderr, "tx-train: error: process %d of %d: %s\n", world->rank(), world->size(),
                  e.what());
     std::fflush(stderr);
-    // Every process may be refusing the same start: rank 0 first removes what its set-up
-    // wrote (a vocabulary trained on refused data), which another's abort would cut short.
-    if (world->rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(1));
     world->abort(dynamic_cast<const UsageError*>(&e) ? 2 : 1);
   }
   return 0;

@@ -343,6 +343,9 @@ TEST_CASE("mpirun with --device cuda:N is refused: every process would share one
   INFO(r.err);
   CHECK(r.status != 0);
   CHECK(r.err.find("--device cuda:0 under mpirun puts all 2 processes") != std::string::npos);
+  // Both refuse it; process 0 says it once (its abort ends the other's wait).
+  CHECK(r.err.find("tx-train: error: process 0 of 2: ") != std::string::npos);
+  CHECK(r.err.find("tx-train: error: process 1 of 2: ") == std::string::npos);
   CHECK(r.err.find("give --device cuda") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(dir.file("m/model.safetensors")));
 }
