@@ -211,11 +211,11 @@ int train(const Options& options) {
   } catch (const std::exception& e) {
     if (world->size() == 1) throw;
     // The other processes may be waiting in a collective for this one: say why, end them all.
-    // Every process may be refusing the same start: the others wait a second, which process
+    // Every process may be refusing the same start: the others wait 2 s, which process
     // 0's abort ends, so that such an error is said once, and so that rank 0 first removes
     // what its set-up wrote (a vocabulary trained on refused data). An error of one other
-    // process alone is still said, by it, a second later.
-    if (world->rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(1));
+    // process alone is still said, by it, 2 s later.
+    if (world->rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
     std::fprintf(stderr, "tx-train: error: process %d of %d: %s\n", world->rank(), world->size(),
                  e.what());
     std::fflush(stderr);
