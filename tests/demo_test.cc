@@ -118,3 +118,26 @@ TEST_CASE("recipe: run.sh on Ctrl-C saves and exits 130 and the same command res
   CHECK(scores.find("val       beam 5") != std::string::npos);
   CHECK(scores.find("time: training") != std::string::npos);
 }
+
+// A tx-train killed outright (SIGKILL, or a signal during its set-up, before it takes them):
+// run.sh says so and exits 130 (it exited with the shell's 137 and no word).
+TEST_CASE("recipe: run.sh names a tx-train killed by a signal and exits 130", "[demo]") {
+  tx::test::TempDir dir;
+  std::filesystem::create_directory(dir.file("bin"));
+  tx::test::write_file(dir.file("bin/tx-train"), "#!/bin/sh\nkill -KILL $$\n");
+  std::filesystem::permissions(dir.file("bin/tx-train"), std::filesystem::perms::owner_all);
+  std::filesystem::create_directory(dir.file("data"));
+  for (const char* f : {"train.en", "train.de", "val.en", "val.de", "test2016.en", "test2016.de"})
+    tx::test::write_file(dir.file(std::string("data/") + f), "a\n");
+  const int raw = std::system(
+      ("TX_BIN=" + dir.file("bin") + " bash " TX_SOURCE_DIR "/examples/multi30k/run.sh " +
+       dir.file("data") + " " + dir.file("work") + " 2> " + dir.file("err.txt"))
+          .c_str());
+  const std::string err = tx::test::slurp(dir.file("err.txt"));
+  INFO(err);
+  REQUIRE(WIFEXITED(raw));
+  CHECK(WEXITSTATUS(raw) == 130);
+  CHECK(err.find("run.sh: tx-train ended on signal 9; run the same command again") !=
+        std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir.file("work/scores.txt")));
+}

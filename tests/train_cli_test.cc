@@ -1,6 +1,8 @@
 // tx-train and tx-average through the real binaries: --dry-run parameter counts, --keep-last
 // snapshots averaged by tx-average --last, the model file repaired from the checkpoint after a
 // crash between the two renames, non-finite updates skipped, and the shared option names.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -296,6 +298,25 @@ TEST_CASE("tx-train: gzip training and validation files train as their text does
           tx::test::slurp(dir.file(std::string("plain/") + f)));
 }
 
+TEST_CASE("tx-train: a pipe or a device at train.log.jsonl is refused before the set-up",
+          "[train_cli]") {
+  TempDir dir;
+  fs::create_directories(dir.file("p"));
+  REQUIRE(::mkfifo(dir.file("p/train.log.jsonl").c_str(), 0600) == 0);
+  // (Its open blocked for good: the timeout ends the old behaviour.)
+  Run pipe = tx::test::run_program(dir, "timeout 60 " TX_TRAIN_BIN,
+                                   tiny_flags(dir, "p") + " --after-updates 2");
+  CHECK(pipe.status == 1);
+  CHECK_THAT(pipe.err, Catch::Contains("train.log.jsonl': it is a pipe (FIFO)"));
+  fs::create_directories(dir.file("d"));
+  fs::create_symlink("/dev/null", dir.file("d/train.log.jsonl"));
+  Run device = tx_train(dir, tiny_flags(dir, "d") + " --after-updates 2");
+  CHECK(device.status == 1);
+  CHECK_THAT(device.err, Catch::Contains("train.log.jsonl': it is a device"));
+  // Refused before the vocabulary was trained.
+  CHECK_FALSE(fs::exists(dir.file("d/vocab.spm")));
+}
+
 TEST_CASE("tx-train: SIGTERM on a run of 2 threads stops after the update, saves, exits 0",
           "[train_cli]") {
   TempDir dir;
@@ -450,15 +471,22 @@ TEST_CASE("progress: shown on a terminal's stderr only, never in stdout or a red
 TEST_CASE("tx-train: a --max-length without room for a piece, a --dim-vocabs beyond int32",
           "[train_cli]") {
   TempDir dir;
+  // A value out of the option's range: a usage error (exit 2), as for the other sizes.
   Run one = tx_train(dir, tiny_flags(dir) + " --max-length 1 --after-updates 1");
-  CHECK(one.status == 1);
-  CHECK_THAT(one.err, Catch::Contains("--max-length 1") && Catch::Contains("2 or more"));
+  CHECK(one.status == 2);
+  CHECK_THAT(one.err, Catch::Contains("--max-length: 1 must be at least 2"));
+  std::string two = tiny_flags(dir, "w");
+  two.replace(two.find("--dim-vocabs 30"), 15, "--dim-vocabs 4");
+  Run small = tx_train(dir, two + " --after-updates 1");
+  CHECK(small.status == 2);
+  CHECK_THAT(small.err, Catch::Contains("--dim-vocabs: 4 must be at least 5"));
+  CHECK_FALSE(fs::exists(dir.file("w")));
   // 2^32 + 300 once trained a vocabulary of 300 pieces (its low 32 bits).
   std::string flags = tiny_flags(dir, "v");
   flags.replace(flags.find("--dim-vocabs 30"), 15, "--dim-vocabs 4294967596");
   Run huge = tx_train(dir, flags + " --after-updates 1");
   CHECK(huge.status == 2);
-  CHECK_THAT(huge.err, Catch::Contains("--dim-vocabs: 4294967596 must be positive and at most"));
+  CHECK_THAT(huge.err, Catch::Contains("--dim-vocabs: 4294967596 must be at least 5 and at most"));
   CHECK_FALSE(fs::exists(dir.file("v")));
 }
 
@@ -478,7 +506,6 @@ TEST_CASE("tx-train: options that cannot run are refused before a vocabulary is 
        "--tied-embeddings all needs one joint vocabulary"},
       {"--lr-schedule linear --lr-warmup 50 --after-updates 10", "before the end of the warmup"},
       {"--lr-schedule linear --lr-warmup 5", "give --after-epochs, --after-updates or"},
-      {"--max-length 1 --after-updates 2", "--max-length 1"},
       {"--sentencepiece-alphas 0.1 --guided-alignment " + dir.file("train.src") +
            " --after-updates 2",
        "use one or the other"},

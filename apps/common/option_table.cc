@@ -27,7 +27,11 @@ std::function<std::string(const json&)> size_up_to(int64_t most, int64_t least =
   return [most, least](const json& v) {
     const double x = v.get<double>();
     if (x >= double(least) && x <= double(most)) return std::string();
-    return str("must be ", least == 1 ? "positive" : "0 or more", " and at most ", most);
+    return str("must be ",
+               least == 1   ? std::string("positive")
+               : least == 0 ? std::string("0 or more")
+                            : str("at least ", least),
+               " and at most ", most);
   };
 }
 std::string rate(const json& v) {
@@ -157,8 +161,9 @@ std::vector<OptionSpec> make_registry() {
                            "Shared embeddings: none, decoder (target = output) or all",
                            one_of({"none", "decoder", "all"})));
   t.push_back(model_option("pre-norm", "pre_norm", "Pre-norm layers (the paper is post-norm)"));
+  // (2: a position for a piece beside eos.)
   t.push_back(model_option("max-length", "max_length", "Longest sequence the positions cover",
-                           size_up_to(io::ModelConfig::kMaxPositions)));
+                           size_up_to(io::ModelConfig::kMaxPositions, 2)));
   t.push_back(model_option("norm-eps", "norm_eps", "LayerNorm epsilon", positive));
   // The variants of imported models (docs/models.md), trainable too.
   t.push_back(model_option("embed-scale", "embed_scale",
@@ -406,7 +411,7 @@ std::vector<OptionSpec> make_registry() {
                      values(2, 2, "2 files (source, target)")));
   t.push_back(option("dim-vocabs", OptionType::integer, 32000,
                      "Pieces of each vocabulary trained on the fly (fewer on a small corpus)",
-                     kTrain, train_data, size_up_to(io::ModelConfig::kMaxVocab)));
+                     kTrain, train_data, size_up_to(io::ModelConfig::kMaxVocab, 5)));
   t.push_back(option("lr-schedule", OptionType::text, "transformer",
                      "Learning-rate schedule: transformer (the paper's), inverse-sqrt "
                      "(fairseq's), linear (warm-up, then down to 0 at the last update of "

@@ -40,10 +40,19 @@ interrupted=0
 trap 'interrupted=1' INT TERM
 rm -f "$work/scores.txt"  # an earlier run's: this one is done only when it writes its own
 # (A pipeline, not 2> >(tee): its end is tee's too, so the log is complete below.)
+status=0
 { "$bin/tx-train" --config "$here/config.json" "$@" \
     --train-sets "$data/train.en" "$data/train.de" --valid-sets "$data/val.en" "$data/val.de" \
-    -m "$work/model" 2>&1 >&3 | (trap '' INT TERM; exec tee -p -a "$work/train.log") >&2; } 3>&1
+    -m "$work/model" 2>&1 >&3 | (trap '' INT TERM; exec tee -p -a "$work/train.log") >&2; } 3>&1 ||
+  status=$?
 trap - INT TERM
+# Killed (SIGKILL, or a signal during the set-up, before tx-train takes them): its last
+# checkpoint, if it had made one, is whole.
+if [ "$status" -gt 128 ]; then
+  echo "run.sh: tx-train ended on signal $((status - 128)); run the same command again to go on from its last checkpoint, if any" >&2
+  exit 130
+fi
+[ "$status" = 0 ] || exit "$status"
 # A signal to tx-train alone (a scheduler's, a kill) stops it with success too: the last record
 # of its train.log.jsonl says so, with or without --quiet. (A signal to run.sh alone waits for
 # the training to end: send it to tx-train, or to the process group as Ctrl-C does.)

@@ -333,7 +333,11 @@ TrainerResult Trainer::run() {
   check_no_orphan_models(o.model_dir);
   // A directory the run cannot write in (read-only, immutable) would fail only at the first
   // save, after the training up to it: a file made and dropped now says so first.
-  if (writer) io::check_writable(checkpoint_path(o.model_dir));
+  // The log too: a pipe there would block its open for good, a device swallow its records.
+  if (writer) {
+    io::check_writable(checkpoint_path(o.model_dir));
+    io::check_writable(log_path(o.model_dir));
+  }
   const bool validate_on = !o.valid_src.empty() || !o.valid_tgt.empty();
   RunInputs in = read_run_inputs(o, world, writer, quiet, undo.files);
   const io::ModelConfig& config = in.config;
