@@ -1,7 +1,7 @@
 // BeamSearch: batched beam search over a Transformer — the n best translations of each source
 // sentence, for a SourceBatch or a stream of sentences.
 //
-// How sentences are searched (DESIGN.md, "Decoding"):
+// How sentences are searched (docs/library.md, "Decoding", for callers):
 // - Sentences join the search in cohorts (search_stream): the encoder runs once per cohort;
 //   start_decoding computes each layer's cross-attention keys and values once. A cohort's
 //   first step runs on one row per sentence (its beams would all start from bos with the
