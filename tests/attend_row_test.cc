@@ -91,6 +91,9 @@ TEST_CASE("attend_row: every form of a decoding step's attention row equals the 
         }));
 #endif
 #if defined(__AVX512F__)
+  check("avx512", 32, form([](const Row& r, float scale, auto k, auto v, float* p, float* out) {
+          tx::cpu::attend_row_avx512<2>(r.q.data(), r.length, scale, k, v, p, out);
+        }));
   check("avx512", 64, form([](const Row& r, float scale, auto k, auto v, float* p, float* out) {
           tx::cpu::attend_row_avx512<4>(r.q.data(), r.length, scale, k, v, p, out);
         }));
