@@ -197,6 +197,19 @@ void write_npz(const std::string& path, const std::vector<tx::formats::NpyArray>
   REQUIRE(zip_close(z) == 0);
 }
 
+// `arrays`' special:model.yml passed through `edit` (NUL-terminated, as marian writes it).
+void edit_model_yml(std::vector<tx::formats::NpyArray>& arrays,
+                    const std::function<void(std::string&)>& edit) {
+  for (tx::formats::NpyArray& a : arrays)
+    if (a.name == "special:model.yml") {
+      std::string yml = a.text();
+      edit(yml);
+      a.data.assign(yml.begin(), yml.end());
+      a.data.push_back(0);
+      a.shape = {static_cast<int64_t>(a.data.size())};
+    }
+}
+
 }  // namespace
 
 #define TX_SOURCE_OR_SKIP() TX_TEST2016_OR_SKIP(source_lines())
@@ -1058,14 +1071,7 @@ TEST_CASE("Marian models: options marian would read otherwise than tx are refuse
   auto edited = [&](const std::string& model, const std::string& name,
                     const std::function<void(std::string&)>& edit) {
     std::vector<tx::formats::NpyArray> arrays = tx::formats::read_npz(fixture(model));
-    for (tx::formats::NpyArray& a : arrays)
-      if (a.name == "special:model.yml") {
-        std::string yml = a.text();
-        edit(yml);
-        a.data.assign(yml.begin(), yml.end());
-        a.data.push_back(0);
-        a.shape = {static_cast<int64_t>(a.data.size())};
-      }
+    edit_model_yml(arrays, edit);
     write_npz(dir.file(name), arrays);
     return dir.file(name);
   };
@@ -1133,14 +1139,7 @@ TEST_CASE("Marian models: learned positions are what marian's transformer reads,
   auto with_yml = [&](const std::string& name, const std::function<void(std::string&)>& edit,
                       bool add_wpos = false) {
     std::vector<tx::formats::NpyArray> arrays = tx::formats::read_npz(tied);
-    for (tx::formats::NpyArray& a : arrays)
-      if (a.name == "special:model.yml") {
-        std::string yml = a.text();
-        edit(yml);
-        a.data.assign(yml.begin(), yml.end());
-        a.data.push_back(0);
-        a.shape = {static_cast<int64_t>(a.data.size())};
-      }
+    edit_model_yml(arrays, edit);
     if (add_wpos) {
       tx::formats::NpyArray wpos = arrays.back();
       for (const tx::formats::NpyArray& a : arrays)
