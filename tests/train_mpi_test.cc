@@ -143,20 +143,33 @@ std::string start_mpi_run(const TempDir& dir, const std::string& args, const std
 
 TEST_CASE("collective: the launcher's process count, and the single-process run", "[train_mpi]") {
   // Whatever runs this test: no launcher variables, then each launcher's in turn.
-  const char* names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+  const char* names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_STEP_NUM_TASKS",
+                         "OMPI_COMM_WORLD_RANK", "PMI_RANK"};
   std::vector<std::pair<std::string, std::string>> saved;
   for (const char* name : names) {
     if (const char* v = std::getenv(name)) saved.emplace_back(name, v);
     ::unsetenv(name);
   }
   CHECK(tx::train::launched_processes() == 1);
+  CHECK(tx::train::launched_rank() == 0);
+  // srun --mpi=pmix: a PMIx rank and Slurm's step size (the step size alone, as in a batch
+  // script's own environment, is no launch).
+  ::setenv("SLURM_STEP_NUM_TASKS", "5", 1);
+  CHECK(tx::train::launched_processes() == 1);
+  ::setenv("PMIX_RANK", "2", 1);
+  CHECK(tx::train::launched_processes() == 5);
+  CHECK(tx::train::launched_rank() == 2);
+  ::setenv("PMI_RANK", "1", 1);  // PMI's first
+  CHECK(tx::train::launched_rank() == 1);
   ::setenv("PMI_SIZE", "3", 1);
   CHECK(tx::train::launched_processes() == 3);
   ::setenv("OMPI_COMM_WORLD_SIZE", "4", 1);  // Open MPI's name first
   CHECK(tx::train::launched_processes() == 4);
   ::setenv("OMPI_COMM_WORLD_SIZE", "4x", 1);  // not a count: the next variable
   CHECK(tx::train::launched_processes() == 3);
-  ::setenv("PMI_SIZE", "0", 1);
+  ::setenv("PMI_SIZE", "0", 1);  // not a count either: PMIx's
+  CHECK(tx::train::launched_processes() == 5);
+  ::unsetenv("PMIX_RANK");
   CHECK(tx::train::launched_processes() == 1);
   for (const char* name : names) ::unsetenv(name);
   for (const auto& [name, value] : saved) ::setenv(name.c_str(), value.c_str(), 1);

@@ -52,9 +52,11 @@ std::optional<nlohmann::json> first_if_different(Collective& world, const nlohma
 std::unique_ptr<Collective> single_process();
 
 // The processes a launcher started, read from its environment (Open MPI's OMPI_COMM_WORLD_SIZE,
-// PMI_SIZE of MPICH, Intel MPI and Slurm); 1 without a launcher.
+// PMI_SIZE of MPICH, Intel MPI and Slurm's PMI-2, SLURM_STEP_NUM_TASKS beside PMIx's
+// PMIX_RANK under srun --mpi=pmix); 1 without a launcher.
 int launched_processes();
-// This process's rank among them (OMPI_COMM_WORLD_RANK, PMI_RANK); 0 without a launcher.
+// This process's rank among them (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK); 0 without a
+// launcher.
 int launched_rank();
 
 // The run this process belongs to: an MPI world when started by mpirun (or srun) in a build
