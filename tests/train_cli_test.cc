@@ -315,6 +315,16 @@ TEST_CASE("tx-train: a pipe or a device at train.log.jsonl is refused before the
   CHECK_THAT(device.err, Catch::Contains("train.log.jsonl': it is a device"));
   // Refused before the vocabulary was trained.
   CHECK_FALSE(fs::exists(dir.file("d/vocab.spm")));
+  // A link to a regular file elsewhere (not there yet) is the log, appended to through it.
+  fs::create_directories(dir.file("l"));
+  fs::create_directories(dir.file("logs"));
+  fs::create_symlink(dir.file("logs/run.jsonl"), dir.file("l/train.log.jsonl"));
+  Run linked = tx_train(dir, tiny_flags(dir, "l") + " --after-updates 2");
+  INFO(linked.err);
+  CHECK(linked.status == 0);
+  CHECK(fs::is_symlink(dir.file("l/train.log.jsonl")));
+  CHECK(tx::test::slurp(dir.file("logs/run.jsonl")).find("\"type\":\"train\"") !=
+        std::string::npos);
 }
 
 TEST_CASE("tx-train: SIGTERM on a run of 2 threads stops after the update, saves, exits 0",

@@ -154,6 +154,10 @@ TEST_CASE("collective: the launcher's process count, and the single-process run"
   CHECK(tx::train::launched_rank() == 0);
   // srun --mpi=pmix: a PMIx rank and Slurm's step size (the step size alone, as in a batch
   // script's own environment, is no launch).
+  ::setenv("PMIX_RANK", "2", 1);
+  CHECK(tx::train::launched_processes() == 1);  // another PMIx launcher: neither is read
+  CHECK(tx::train::launched_rank() == 0);
+  ::unsetenv("PMIX_RANK");
   ::setenv("SLURM_STEP_NUM_TASKS", "5", 1);
   CHECK(tx::train::launched_processes() == 1);
   ::setenv("PMIX_RANK", "2", 1);

@@ -49,8 +49,8 @@ trap - INT TERM
 # Killed (SIGKILL, or a signal during the set-up, before tx-train takes them): its last
 # checkpoint, if it had made one, is whole.
 if [ "$status" -gt 128 ]; then
-  echo "run.sh: tx-train ended on signal $((status - 128)); run the same command again to go on from its last checkpoint, if any" >&2
-  exit 130
+  echo "run.sh: tx-train ended on signal $((status - 128))$([ "$status" = 137 ] && echo ' (SIGKILL: out of memory, or kill -9)'); run the same command again to go on from its last checkpoint, if any" >&2
+  exit "$status"
 fi
 [ "$status" = 0 ] || exit "$status"
 # A signal to tx-train alone (a scheduler's, a kill) stops it with success too: the last record

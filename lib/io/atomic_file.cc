@@ -32,7 +32,8 @@ std::string errno_text() {
   return std::strerror(errno);
 }
 
-// What a non-regular file at `path` is ("a device"), or "" when there is none or it is a file.
+}  // namespace
+
 std::string not_a_regular_file(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return "";
@@ -41,8 +42,6 @@ std::string not_a_regular_file(const std::string& path) {
   if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "a device";
   return "not a regular file";
 }
-
-}  // namespace
 
 std::string link_target(const std::string& path) {
   std::string at = path;

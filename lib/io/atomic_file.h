@@ -47,6 +47,10 @@ class AtomicFile {
 // otherwise find out only at its first save, after the work before it.
 void check_writable(const std::string& path);
 
+// What is at `path` when it is not a regular file ("a directory", "a pipe (FIFO)", "a
+// device"), through its symbolic links; "" when it is one or nothing is there.
+std::string not_a_regular_file(const std::string& path);
+
 // The file a write to `path` replaces: the end of its chain of symbolic links (a link is
 // written through, as `cp` and a plain open() do, not replaced by a file), or `path` itself.
 // Throws tx::Error for a loop of links.

@@ -117,8 +117,9 @@ void carry_vocabularies(const std::vector<std::unique_ptr<io::SafetensorsReader>
 }
 
 // Marian or Hugging Face models (formats/): each read whole, in tx's names, one at a time into
-// running sums (double, in input order, as the tx files' are), so memory stays near three times
-// one model's float32 size however many inputs there are. The output is a tx model file that
+// running sums (double, in input order, as the tx files' are), so memory stays near four times
+// one model's float32 size (the sums, one input as read and as converted) however many inputs
+// there are. The output is a tx model file that
 // keeps the first input's vocabularies (formats::kVocabsKey).
 AverageSummary average_imported(const std::vector<std::string>& inputs, const std::string& output) {
   for (const std::string& in : inputs)

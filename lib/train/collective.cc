@@ -50,19 +50,26 @@ std::unique_ptr<Collective> single_process() {
   return std::make_unique<SingleProcess>();
 }
 
+namespace {
+
+// PMIx gives a process its rank but no size variable; srun (--mpi=pmix) says the step's. Only
+// that pair is read, for the count and the rank alike.
+bool srun_pmix() {
+  return env_count("PMIX_RANK", 0) >= 0 && env_count("SLURM_STEP_NUM_TASKS") > 0;
+}
+
+}  // namespace
+
 int launched_processes() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
     if (const int n = env_count(name); n > 0) return n;
-  // PMIx gives a process its rank but no size variable; srun (--mpi=pmix) says the step's.
-  if (std::getenv("PMIX_RANK"))
-    if (const int n = env_count("SLURM_STEP_NUM_TASKS"); n > 0) return n;
-  return 1;
+  return srun_pmix() ? env_count("SLURM_STEP_NUM_TASKS") : 1;
 }
 
 int launched_rank() {
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"})
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK"})
     if (const int r = env_count(name, 0); r >= 0) return r;
-  return 0;
+  return srun_pmix() ? env_count("PMIX_RANK", 0) : 0;
 }
 
 }  // namespace tx::train

@@ -333,10 +333,13 @@ TrainerResult Trainer::run() {
   check_no_orphan_models(o.model_dir);
   // A directory the run cannot write in (read-only, immutable) would fail only at the first
   // save, after the training up to it: a file made and dropped now says so first.
-  // The log too: a pipe there would block its open for good, a device swallow its records.
   if (writer) {
     io::check_writable(checkpoint_path(o.model_dir));
-    io::check_writable(log_path(o.model_dir));
+    // The log is appended to, not replaced (a link to a file elsewhere stays one), but a pipe
+    // there would block its open for good and a device swallow its records.
+    const std::string kind = io::not_a_regular_file(log_path(o.model_dir));
+    TX_CHECK(kind.empty(), "cannot write '", log_path(o.model_dir), "': it is ", kind,
+             "; remove it (tx-train writes its log there as a regular file)");
   }
   const bool validate_on = !o.valid_src.empty() || !o.valid_tgt.empty();
   RunInputs in = read_run_inputs(o, world, writer, quiet, undo.files);
