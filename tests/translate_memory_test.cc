@@ -11,6 +11,7 @@
 
 namespace {
 
+using tx::test::memory_measurable;
 using tx::test::peak_rss_kb;
 using tx::test::TempDir;
 
@@ -25,17 +26,6 @@ void write_stream(const std::string& path, int lines, uint64_t seed) {
     for (int k = 0; k < n; ++k) out << (k ? " " : "") << words[gen() % 8];
     out << '\n';
   }
-}
-
-// False, having said SKIPPED, under AddressSanitizer: it keeps freed memory in quarantine, so
-// resident memory grows by design.
-bool memory_measurable() {
-#if defined(__SANITIZE_ADDRESS__)
-  std::puts("SKIPPED: resident memory is not the program's under AddressSanitizer");
-  return false;
-#else
-  return true;
-#endif
 }
 
 }  // namespace
