@@ -118,9 +118,10 @@ Format format_of(const std::string& path) {
     if (got >= 4 && std::memcmp(magic, "PK\x03\x04", 4) == 0) return Format::marian;
     // marian's binary models (common/binary.cpp) start with their format's version, 1 (2 when
     // encrypted); a safetensors header of 1 byte cannot be, and one of 2 is "{}".
-    TX_CHECK(got < 10 || std::memcmp(magic, "\x02\0\0\0\0\0\0\0{}", 10) == 0 ||
-                 std::memcmp(magic, "\x02\0\0\0\0\0\0\0", 8) != 0,
-             "model '", path,
+    const bool encrypted = got == sizeof magic &&
+                           std::memcmp(magic, "\x02\0\0\0\0\0\0\0", 8) == 0 &&
+                           std::memcmp(magic + 8, "{}", 2) != 0;
+    TX_CHECK(!encrypted, "model '", path,
              "' is an encrypted Marian binary model, which tx cannot read; translate it with "
              "marian-decoder and its key");
     TX_CHECK(got < 8 || std::memcmp(magic, "\x01\0\0\0\0\0\0\0", 8) != 0, "model '", path,

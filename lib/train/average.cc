@@ -119,8 +119,8 @@ void carry_vocabularies(const std::vector<std::unique_ptr<io::SafetensorsReader>
 // Marian or Hugging Face models (formats/): each read whole, in tx's names, one at a time into
 // running sums (double, in input order, as the tx files' are), so memory stays near four times
 // one model's float32 size (the sums, one input as read and as converted) however many inputs
-// there are. The output is a tx model file that
-// keeps the first input's vocabularies (formats::kVocabsKey).
+// there are. The output is a tx model file that keeps the first input's vocabularies
+// (formats::kVocabsKey).
 AverageSummary average_imported(const std::vector<std::string>& inputs, const std::string& output) {
   for (const std::string& in : inputs)
     TX_CHECK(formats::format_of(in) != formats::Format::tx, "'", in, "' is a tx checkpoint and '",
@@ -129,25 +129,25 @@ AverageSummary average_imported(const std::vector<std::string>& inputs, const st
   std::vector<std::vector<double>> sums;
   for (const io::NamedTensor& t : first.params.tensors)
     sums.emplace_back(static_cast<size_t>(t.shape.numel()), 0.0);
-  auto add = [&](const formats::ModelFile& m) {
+  // Input `n`'s parameters added to the sums, each found by the first input's name and shape.
+  auto add = [&](const formats::ModelFile& m, size_t n) {
     for (size_t i = 0; i < sums.size(); ++i) {
-      const std::vector<float> values = m.params.get(first.params.tensors[i].name).to_floats();
+      const io::NamedTensor& t = first.params.tensors[i];
+      const io::NamedTensor* o = m.params.find(t.name);
+      TX_CHECK(o && o->shape == t.shape, "model '", inputs[n], "' lacks parameter '", t.name, "' ",
+               t.shape.str(), ", which '", inputs.front(), "' has");
+      const std::vector<float> values = o->to_floats();
       for (size_t k = 0; k < values.size(); ++k) sums[i][k] += values[k];
     }
   };
-  add(first);
+  add(first, 0);
   for (io::NamedTensor& t : first.params.tensors) std::vector<uint8_t>().swap(t.data);
-  for (size_t i = 1; i < inputs.size(); ++i) {
-    const formats::ModelFile m = formats::read_model_file(inputs[i]);
-    TX_CHECK(config_difference(first.config, m.config).empty(), "model '", inputs[i],
+  for (size_t n = 1; n < inputs.size(); ++n) {
+    const formats::ModelFile m = formats::read_model_file(inputs[n]);
+    TX_CHECK(config_difference(first.config, m.config).empty(), "model '", inputs[n],
              "' has another architecture than '", inputs.front(), "' (",
              config_difference(first.config, m.config), "); average models of one training run");
-    for (const io::NamedTensor& t : first.params.tensors) {
-      const io::NamedTensor* o = m.params.find(t.name);
-      TX_CHECK(o && o->shape == t.shape, "model '", inputs[i], "' lacks parameter '", t.name, "' ",
-               t.shape.str(), ", which '", inputs.front(), "' has");
-    }
-    add(m);
+    add(m, n);
   }
   AverageSummary summary;
   summary.inputs = inputs.size();
