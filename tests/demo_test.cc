@@ -141,3 +141,45 @@ TEST_CASE("recipe: run.sh names a tx-train killed by a signal", "[demo]") {
                  "the same command again") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(dir.file("work/scores.txt")));
 }
+
+// The recipe as an ensemble: two members side by side on one vocabulary, seeded from the
+// ensemble's seed so that ensembles of other seeds share no member, then val and test2016
+// translated by both averaged members; scores.txt in run.sh's layout (what seeds.sh reads).
+TEST_CASE("recipe: ensemble.sh trains its members and translates with their ensemble", "[demo]") {
+  tx::test::TempDir dir;
+  const std::string data = dir.file("data");
+  std::filesystem::create_directory(data);
+  tx::test::write_reversal_corpus(data + "/train.en", data + "/train.de", 300, 3);
+  for (const char* part : {"val", "test2016"})
+    tx::test::write_reversal_corpus(data + "/" + part + ".en", data + "/" + part + ".de", 12, 5);
+  const std::string bin = std::filesystem::path(TX_TRAIN_BIN).parent_path().string();
+  const std::string work = dir.file("work");
+  const int raw = std::system(
+      ("TX_BIN=" + bin + " MEMBERS=2 bash " TX_SOURCE_DIR "/examples/multi30k/ensemble.sh " + data +
+       " " + work +
+       " --d-model 16 --d-ff 32 --heads 2 --enc-layers 1 --dec-layers 1 --dim-vocabs 30"
+       " --max-tokens 256 --lr-warmup 2 --after-updates 12 --save-freq 4 --valid-freq 1000"
+       " --disp-freq 1000 --seed 2 > " +
+       dir.file("out.txt") + " 2> " + dir.file("err.txt"))
+          .c_str());
+  INFO(tx::test::slurp(dir.file("err.txt")));
+  REQUIRE(raw == 0);
+  // Ensemble seed 2 of 2 members: members 3 and 4, recorded in each checkpoint's batch plan.
+  for (const auto& [member, seed] : {std::pair{"member1", "3"}, std::pair{"member2", "4"}}) {
+    const std::string checkpoint =
+        tx::test::slurp(work + "/" + member + "/model/checkpoint.safetensors");
+    CHECK(checkpoint.find(std::string("--seed\\\":") + seed + ",") != std::string::npos);
+    CHECK(std::filesystem::exists(work + "/" + member + "/model/averaged.safetensors"));
+    CHECK(tx::test::slurp(work + "/" + member + "/model/vocab.spm") ==
+          tx::test::slurp(work + "/member1/model/vocab.spm"));
+  }
+  CHECK(tx::test::slurp(work + "/member1/model/model.safetensors") !=
+        tx::test::slurp(work + "/member2/model/model.safetensors"));
+  for (const char* part : {"val", "test2016"})
+    CHECK(count_lines(work + "/" + part + ".ensemble.beam5.de") == 12);
+  const std::string scores = tx::test::slurp(work + "/scores.txt");
+  CHECK(scores.find("averaged  beam 5  BLEU|nrefs:1") != std::string::npos);
+  CHECK(scores.find("val       beam 5  BLEU|nrefs:1") != std::string::npos);
+  CHECK(scores.find("time: training ") != std::string::npos);
+  CHECK(scores.find("(the longest of 2 members side by side)") != std::string::npos);
+}

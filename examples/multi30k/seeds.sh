@@ -8,7 +8,9 @@
 # after the given flags. A seed whose scores.txt exists is not run again, so a stopped sweep
 # resumes (run.sh resumes the seed it was in). The summary goes to stdout and
 # WORK_DIR/summary.txt: per seed test2016 BLEU (averaged model, beam BEAM), val BLEU (same),
-# training seconds; then the mean, the sample standard deviation and the range.
+# training seconds; then the mean, the sample standard deviation and the range. With MEMBERS
+# above 1, each seed is an ensemble of that many members (ensemble.sh) rather than run.sh's one
+# model.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 [ $# -ge 2 ] || { echo "usage: $0 DATA_DIR WORK_DIR [tx-train flags]" >&2; exit 2; }
@@ -17,10 +19,12 @@ work="$2"
 shift 2
 seeds="${SEEDS:-1 2 3}"
 beam="${BEAM:-5}"
+recipe="$here/run.sh"
+[ "${MEMBERS:-1}" = 1 ] || recipe="$here/ensemble.sh"
 mkdir -p "$work"
 for seed in $seeds; do
   [ -f "$work/seed$seed/scores.txt" ] && continue
-  "$here/run.sh" "$data" "$work/seed$seed" "$@" --seed "$seed"
+  "$recipe" "$data" "$work/seed$seed" "$@" --seed "$seed"
 done
 
 # "averaged  beam 5  BLEU|... = 39.58 69.9/..." -> 39.58; "time: training 3898s, ..." -> 3898.
