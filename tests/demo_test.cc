@@ -159,13 +159,14 @@ TEST_CASE("recipe: ensemble.sh trains its members and translates with their ense
        " " + work +
        " --d-model 16 --d-ff 32 --heads 2 --enc-layers 1 --dec-layers 1 --dim-vocabs 30"
        " --max-tokens 256 --lr-warmup 2 --after-updates 12 --save-freq 4 --valid-freq 1000"
-       " --disp-freq 1000 --seed 2 > " +
+       " --disp-freq 1000 --seed 3 > " +
        dir.file("out.txt") + " 2> " + dir.file("err.txt"))
           .c_str());
   INFO(tx::test::slurp(dir.file("err.txt")));
   REQUIRE(raw == 0);
-  // Ensemble seed 2 of 2 members: members 3 and 4, recorded in each checkpoint's batch plan.
-  for (const auto& [member, seed] : {std::pair{"member1", "3"}, std::pair{"member2", "4"}}) {
+  // Ensemble seed 3 of 2 members: members 5 and 6 (M(S-1)+K), recorded in each checkpoint's
+  // batch plan.
+  for (const auto& [member, seed] : {std::pair{"member1", "5"}, std::pair{"member2", "6"}}) {
     const std::string checkpoint =
         tx::test::slurp(work + "/" + member + "/model/checkpoint.safetensors");
     CHECK(checkpoint.find(std::string("--seed\\\":") + seed + ",") != std::string::npos);
@@ -173,10 +174,27 @@ TEST_CASE("recipe: ensemble.sh trains its members and translates with their ense
     CHECK(tx::test::slurp(work + "/" + member + "/model/vocab.spm") ==
           tx::test::slurp(work + "/member1/model/vocab.spm"));
   }
+  // Member 2 was given member 1's vocabulary, not its own (trained alike on this data).
+  CHECK(tx::test::slurp(work + "/member1/train.log").find("trained vocabulary") !=
+        std::string::npos);
+  CHECK(tx::test::slurp(work + "/member2/train.log").find("trained vocabulary") ==
+        std::string::npos);
   CHECK(tx::test::slurp(work + "/member1/model/model.safetensors") !=
         tx::test::slurp(work + "/member2/model/model.safetensors"));
   for (const char* part : {"val", "test2016"})
     CHECK(count_lines(work + "/" + part + ".ensemble.beam5.de") == 12);
+  // The translations are the two members' ensemble, which here is not member 1 alone.
+  const std::string translate = std::string(TX_TRANSLATE_BIN) + " -v " + work +
+                                "/member1/model/vocab.spm --beam-size 5 --normalize 1.8 --quiet";
+  const std::string averaged = "/model/averaged.safetensors";
+  const auto both = tx::test::run_program(dir, translate,
+                                          "-m " + work + "/member1" + averaged + " " + work +
+                                              "/member2" + averaged + " < " + data + "/val.en");
+  const auto first = tx::test::run_program(
+      dir, translate, "-m " + work + "/member1" + averaged + " < " + data + "/val.en");
+  REQUIRE(both.status == 0);
+  CHECK(both.out == tx::test::slurp(work + "/val.ensemble.beam5.de"));
+  CHECK(first.out != both.out);
   const std::string scores = tx::test::slurp(work + "/scores.txt");
   CHECK(scores.find("averaged  beam 5  BLEU|nrefs:1") != std::string::npos);
   CHECK(scores.find("val       beam 5  BLEU|nrefs:1") != std::string::npos);

@@ -24,48 +24,68 @@ work="${2:-multi30k-ensemble}"
 case "$work" in -*) echo "ensemble.sh: error: '$work' is a flag; give WORK_DIR before the flags ($usage)" >&2; exit 2 ;; esac
 shift $(( $# >= 2 ? 2 : 1 ))
 members="${MEMBERS:-2}"
-[[ "$members" =~ ^[1-9][0-9]*$ ]] || { echo "ensemble.sh: error: MEMBERS='$members' is not a count; give 2 or more (1 is run.sh)" >&2; exit 2; }
+[[ "$members" =~ ^[1-9][0-9]*$ ]] || { echo "ensemble.sh: error: MEMBERS='$members' is not a count; give one such as 2" >&2; exit 2; }
 beam=$(( 10#${BEAM:-5} ))
 normalize="${NORMALIZE:-1.8}"
 
 # The ensemble's seed and thread count come out of the flags; the rest go to every member.
-seed=1 threads="" flags=()
+# (Given twice, either is refused, as tx-train refuses a flag given twice.)
+seed="" threads="" flags=()
+take() {  # take NAME VALUE: the value of a flag this script keeps for itself
+  [ -z "${!1}" ] || { echo "ensemble.sh: error: --${1/threads/cpu-threads} is given twice; give it once" >&2; exit 2; }
+  [ -n "$2" ] || { echo "ensemble.sh: error: --${1/threads/cpu-threads} needs a value" >&2; exit 2; }
+  printf -v "$1" '%s' "$2"
+}
 while [ $# -gt 0 ]; do
   case "$1" in
-    --seed) [ $# -ge 2 ] || { echo "ensemble.sh: error: --seed needs a value" >&2; exit 2; }; seed="$2"; shift 2 ;;
-    --seed=*) seed="${1#--seed=}"; shift ;;
-    --cpu-threads) [ $# -ge 2 ] || { echo "ensemble.sh: error: --cpu-threads needs a value" >&2; exit 2; }; threads="$2"; shift 2 ;;
-    --cpu-threads=*) threads="${1#--cpu-threads=}"; shift ;;
+    --seed | --cpu-threads)
+      [ $# -ge 2 ] || { echo "ensemble.sh: error: $1 needs a value" >&2; exit 2; }
+      if [ "$1" = --seed ]; then take seed "$2"; else take threads "$2"; fi
+      shift 2 ;;
+    --seed=*) take seed "${1#--seed=}"; shift ;;
+    --cpu-threads=*) take threads "${1#--cpu-threads=}"; shift ;;
     *) flags+=("$1"); shift ;;
   esac
 done
-[[ "$seed" =~ ^[1-9][0-9]*$ ]] || { echo "ensemble.sh: error: --seed '$seed' is not a positive whole number" >&2; exit 2; }
-[ -n "$threads" ] || threads=$(( $(nproc) / members > 0 ? $(nproc) / members : 1 ))
+seed="${seed:-1}"
+[[ "$seed" =~ ^[1-9][0-9]*$ ]] || { echo "ensemble.sh: error: --seed '$seed' is not a whole number from 1 (an ensemble's seed S gives its members seeds M(S-1)+1 to MS)" >&2; exit 2; }
+# 0 or none: the cores divided among the members (tx-train's 0 would give each all of them).
+[[ "${threads:-0}" =~ ^[0-9]+$ ]] || { echo "ensemble.sh: error: --cpu-threads '$threads' is not a whole number" >&2; exit 2; }
+[ "${threads:-0}" != 0 ] || threads=$(( $(nproc) / members > 0 ? $(nproc) / members : 1 ))
 mkdir -p "$work"
 rm -f "$work/scores.txt"
 
 # Member 1 trains the vocabulary (or has it from an earlier run); the others start with a
 # copy in their model folders, which tx-train uses as it is.
 vocab="$work/member1/model/vocab.spm"
+for k in $(seq 2 "$members"); do
+  v="$work/member$k/model/vocab.spm"
+  [ ! -f "$v" ] || [ ! -f "$vocab" ] || cmp -s "$vocab" "$v" ||
+    { echo "ensemble.sh: error: member $k's vocabulary differs from member 1's; remove $work/member$k and run again" >&2; exit 1; }
+done
 member_pid=()
 # As with run.sh, a signal must reach the process group (Ctrl-C does): each tx-train then saves
-# and its run.sh exits 130; this script waits for them all.
+# and its run.sh exits 130; this script waits for them all. The members start with SIGINT as
+# it is by default, not ignored as bash leaves it for a background job, so that Ctrl-C during a
+# member's set-up (before tx-train takes the signal) ends it too.
 interrupted=0
 trap 'interrupted=1' INT TERM
 for k in $(seq 1 "$members"); do
   dir="$work/member$k"
   [ -f "$dir/scores.txt" ] && continue
   if [ "$k" -gt 1 ] && [ ! -f "$dir/model/vocab.spm" ]; then
-    while [ ! -f "$vocab" ]; do
-      # Member 1 ended without one (an error, or it was done before: then the file is there).
-      if [ -n "${member_pid[1]:-}" ] && ! kill -0 "${member_pid[1]}" 2>/dev/null; then break; fi
-      sleep 1
+    # Member 1 may end without one (an error) or be stopped, or have been done before (then
+    # the file is there).
+    while [ ! -f "$vocab" ] && [ "$interrupted" = 0 ] && [ -n "${member_pid[1]:-}" ] &&
+      kill -0 "${member_pid[1]}" 2>/dev/null; do
+      sleep 1 || true
     done
-    [ -f "$vocab" ] || break
+    if [ ! -f "$vocab" ] || [ "$interrupted" = 1 ]; then break; fi
     mkdir -p "$dir/model"
     cp "$vocab" "$dir/model/vocab.spm"
   fi
-  "$here/run.sh" "$data" "$dir" "${flags[@]}" --cpu-threads "$threads" \
+  [ "$interrupted" = 0 ] || break
+  env --default-signal=INT "$here/run.sh" "$data" "$dir" "${flags[@]}" --cpu-threads "$threads" \
     --seed $(( members * (seed - 1) + k )) &
   member_pid[k]=$!
 done
@@ -85,7 +105,7 @@ done
 trap - INT TERM
 [ "$failed" = 0 ] || exit "$failed"
 if [ "$interrupted" = 1 ] || [ "$stopped" = 1 ]; then
-  echo "ensemble.sh: stopped on a signal, each member's checkpoint saved; run the same command again to go on" >&2
+  echo "ensemble.sh: stopped on a signal (members in training saved their checkpoints); run the same command again to go on" >&2
   exit 130
 fi
 for k in $(seq 1 "$members"); do
@@ -94,8 +114,8 @@ for k in $(seq 1 "$members"); do
     { echo "ensemble.sh: error: member $k's vocabulary differs from member 1's; remove $work/member$k and run again" >&2; exit 1; }
 done
 trained=$(date +%s)
-# A member resumed in this call trained for part of the time only: the longest member's own
-# figure is the ensemble's training time.
+# The longest member's figure is the ensemble's training time (a member's counts its last
+# call's training only, as run.sh's does).
 longest=0
 for k in $(seq 1 "$members"); do
   t=$(sed -n 's/^time: training \([0-9]*\)s.*/\1/p' "$work/member$k/scores.txt")
