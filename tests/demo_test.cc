@@ -4,8 +4,11 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <sstream>
+#include <vector>
 
 #include "support/programs.h"
 
@@ -64,6 +67,7 @@ TEST_CASE("recipe: run.sh on Ctrl-C saves and exits 130 and the same command res
       " --max-tokens 256 --lr-warmup 2 --after-updates 600 --save-freq 5 --valid-freq 1000"
       " --disp-freq 1000 --cpu-threads 1 > " +
       dir.file("out.txt") + " 2> " + dir.file("err.txt");
+  const auto forked = std::chrono::steady_clock::now();
   const pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
@@ -98,6 +102,9 @@ TEST_CASE("recipe: run.sh on Ctrl-C saves and exits 130 and the same command res
   kill(-pid, SIGINT);
   REQUIRE(waitpid(pid, &status, 0) == pid);
   reap.done = true;
+  const long long first_call_bound_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                            std::chrono::steady_clock::now() - forked)
+                                            .count();
   const std::string log = tx::test::slurp(dir.file("work/train.log"));
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 130);
@@ -116,7 +123,19 @@ TEST_CASE("recipe: run.sh on Ctrl-C saves and exits 130 and the same command res
   CHECK(tx::test::slurp(dir.file("err.txt")).find("resuming from") != std::string::npos);
   const std::string scores = tx::test::slurp(dir.file("work/scores.txt"));
   CHECK(scores.find("val       beam 5") != std::string::npos);
-  CHECK(scores.find("time: training") != std::string::npos);
+  // The time line counts both calls' training (each call's ms a line of training-calls.ms),
+  // the first no longer than the test saw it run.
+  std::istringstream calls(tx::test::slurp(dir.file("work/training-calls.ms")));
+  std::vector<long long> ms;
+  for (long long t; calls >> t;) ms.push_back(t);
+  REQUIRE(ms.size() == 2);
+  CHECK(ms[0] >= 0);
+  CHECK(ms[0] <= first_call_bound_ms);
+  CHECK(ms[1] >= 0);
+  const long long seconds = (ms[0] + ms[1] + 500) / 1000;
+  INFO(scores);
+  CHECK(scores.find("time: training " + std::to_string(seconds) + "s (over 2 calls), ") !=
+        std::string::npos);
 }
 
 // A tx-train killed outright (SIGKILL, or a signal during its set-up, before it takes them):

@@ -114,8 +114,8 @@ for k in $(seq 1 "$members"); do
     { echo "ensemble.sh: error: member $k's vocabulary differs from member 1's; remove $work/member$k and run again" >&2; exit 1; }
 done
 trained=$(date +%s)
-# The longest member's figure is the ensemble's training time (a member's counts its last
-# call's training only, as run.sh's does).
+# The longest member's figure is the ensemble's training time (a member's counts all its
+# calls, as run.sh's does).
 longest=0
 for k in $(seq 1 "$members"); do
   t=$(sed -n 's/^time: training \([0-9]*\)s.*/\1/p' "$work/member$k/scores.txt")

@@ -32,7 +32,6 @@ average="${AVERAGE:-3}"
 beam=$(( 10#${BEAM:-5} ))  # (BEAM=05 is beam 5, one file name)
 normalize="${NORMALIZE:-1.8}"
 
-start=$(date +%s)
 # Ctrl-C reaches the whole job: tx-train then finishes its update and saves, while the tee
 # ignores it (a tee killed first would take tx-train's stderr, and tx-train with it, before
 # the save). A stopped run is resumed by the same command, so nothing after training runs.
@@ -41,11 +40,15 @@ trap 'interrupted=1' INT TERM
 rm -f "$work/scores.txt"  # an earlier run's: this one is done only when it writes its own
 # (A pipeline, not 2> >(tee): its end is tee's too, so the log is complete below.)
 status=0
+called=$(date +%s%3N)
 { "$bin/tx-train" --config "$here/config.json" "$@" \
     --train-sets "$data/train.en" "$data/train.de" --valid-sets "$data/val.en" "$data/val.de" \
     -m "$work/model" 2>&1 >&3 | (trap '' INT TERM; exec tee -p -a "$work/train.log") >&2; } 3>&1 ||
   status=$?
 trap - INT TERM
+# Each call's training time (ms), so that a resumed run's time line counts every call: one
+# line a call, written whatever its end (a run.sh killed outright writes none).
+echo "$(( $(date +%s%3N) - called ))" >> "$work/training-calls.ms"
 # Killed (SIGKILL, or a signal during the set-up, before tx-train takes them): its last
 # checkpoint, if it had made one, is whole.
 if [ "$status" -gt 128 ]; then
@@ -62,6 +65,8 @@ if [ "$interrupted" = 1 ] || [[ "$last" == *'"type":"stop"'* ]]; then
   exit 130
 fi
 trained=$(date +%s)
+calls=$(wc -l < "$work/training-calls.ms")
+training=$(awk '{ ms += $1 } END { printf "%d", (ms + 500) / 1000 }' "$work/training-calls.ms")
 
 "$bin/tx-average" --last "$average" -m "$work/model" -o "$work/model/averaged.safetensors"
 
@@ -91,7 +96,7 @@ translated=$(date +%s)
     | head -1
   echo "chrF (averaged, beam $beam):"
   "$bin/tx-score" -r "$data/test2016.de" --metrics chrf --quiet < "$work/test2016.averaged.beam$beam.de"
-  echo "time: training $(( trained - start ))s, averaging + translating $(( translated - trained ))s, total $(( translated - start ))s on $(nproc) cores"
+  echo "time: training ${training}s$([ "$calls" -gt 1 ] && echo " (over $calls calls)"), averaging + translating $(( translated - trained ))s, total $(( training + translated - trained ))s on $(nproc) cores"
 } | tee "$work/scores.txt.tmp"
 # Complete or absent: seeds.sh takes a seed with a scores.txt as done.
 mv "$work/scores.txt.tmp" "$work/scores.txt"
