@@ -47,8 +47,11 @@ called=$(date +%s%3N)
   status=$?
 trap - INT TERM
 # Each call's training time (ms), so that a resumed run's time line counts every call: one
-# line a call, written whatever its end (a run.sh killed outright writes none).
-echo "$(( $(date +%s%3N) - called ))" >> "$work/training-calls.ms"
+# line a call that got as far as the model folder, whatever its end (a run.sh killed outright
+# writes none), kept in that folder so that a run started over there starts from 0.
+if [ -d "$work/model" ]; then
+  echo "$(( $(date +%s%3N) - called ))" >> "$work/model/training-calls.ms"
+fi
 # Killed (SIGKILL, or a signal during the set-up, before tx-train takes them): its last
 # checkpoint, if it had made one, is whole.
 if [ "$status" -gt 128 ]; then
@@ -65,8 +68,8 @@ if [ "$interrupted" = 1 ] || [[ "$last" == *'"type":"stop"'* ]]; then
   exit 130
 fi
 trained=$(date +%s)
-calls=$(wc -l < "$work/training-calls.ms")
-training=$(awk '{ ms += $1 } END { printf "%d", (ms + 500) / 1000 }' "$work/training-calls.ms")
+calls=$(wc -l < "$work/model/training-calls.ms")
+training=$(awk '{ ms += $1 } END { printf "%d", (ms + 500) / 1000 }' "$work/model/training-calls.ms")
 
 "$bin/tx-average" --last "$average" -m "$work/model" -o "$work/model/averaged.safetensors"
 
