@@ -173,6 +173,7 @@ int train(const Options& options) {
   for (const std::string& a : alphas)  // (checked with the options)
     t.sentencepiece_alphas.push_back(static_cast<float>(*tx::app::parse_number(a)));
   t.guided_alignment_weight = static_cast<float>(options.number("guided-alignment-weight"));
+  t.rdrop_alpha = static_cast<float>(options.number("rdrop-alpha"));
 
   t.after_epochs = options.integer("after-epochs");
   t.after_updates = options.integer("after-updates");

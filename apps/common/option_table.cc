@@ -463,6 +463,11 @@ std::vector<OptionSpec> make_registry() {
   t.push_back(option("guided-alignment-weight", OptionType::number, 0.1,
                      "Weight of the guided-alignment cross-entropy beside the translation loss",
                      kTrain, training, at_least_zero));
+  t.push_back(option("rdrop-alpha", OptionType::number, 0.0,
+                     "R-Drop (fairseq's): each batch runs twice and the loss adds this weight "
+                     "times the symmetric KL between the two passes; an update costs about 2x "
+                     "(0: off)",
+                     kTrain, training, at_least_zero));
   OptionSpec smoothing =
       option("exponential-smoothing", OptionType::list, nullptr,
              "Keep exponentially smoothed weights for validation and the model files (Marian's): "

@@ -10,16 +10,6 @@ namespace tx::cuda {
 
 namespace {
 
-// log(sum_j exp(x_j)) over one row, by the whole block.
-__device__ float block_log_sum_exp(const float* x, int64_t n) {
-  float m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, x[j]);
-  m = block_max(m);
-  float total = 0.0f;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) total += expf(x[j] - m);
-  return m + logf(block_sum(total));
-}
-
 __global__ void cross_entropy_kernel(const float* logits, const int32_t* targets, float smoothing,
                                      int32_t ignore_index, float* losses, float* nll, int64_t rows,
                                      int64_t vocab, IndexErrorRecord* errors) {

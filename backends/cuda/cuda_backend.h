@@ -97,6 +97,10 @@ class CudaBackend : public Backend {
   void cross_entropy_backward_impl(const Tensor& logits, const Tensor& targets, float smoothing,
                                    int32_t ignore_index, const Tensor& dlosses,
                                    const Tensor& dlogits, bool accumulate) override;
+  void symmetric_kl_impl(const Tensor& logits, const Tensor& targets, int32_t ignore_index,
+                         const Tensor& losses) override;
+  void symmetric_kl_backward_impl(const Tensor& logits, const Tensor& targets, int32_t ignore_index,
+                                  const Tensor& dlosses, const Tensor& dlogits) override;
   void gather_rows_impl(const Tensor& src, const Tensor& index, const Tensor& dst,
                         float scale) override;
   void scatter_add_rows_impl(const Tensor& src, const Tensor& index, const Tensor& dst,

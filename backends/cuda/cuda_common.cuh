@@ -116,6 +116,16 @@ __device__ inline float block_max(float v) {
   return block_reduce(v, MaxOp{}, -INFINITY);
 }
 
+// log(sum_j exp(x_j)) over one row, by the whole block (every thread gets it).
+__device__ inline float block_log_sum_exp(const float* x, int64_t n) {
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, x[j]);
+  m = block_max(m);
+  float total = 0.0f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) total += expf(x[j] - m);
+  return m + logf(block_sum(total));
+}
+
 // Records the first out-of-range index for the host to raise at the next synchronisation.
 template <typename Record>
 __device__ inline void record_index_error(Record* r, int32_t op, int64_t value, int64_t position,

@@ -646,6 +646,42 @@ void Backend::cross_entropy_backward(const Tensor& logits, const Tensor& targets
                                 accumulate);
 }
 
+namespace {
+void check_symmetric_kl(const Backend& be, const char* op, const Tensor& logits,
+                        const Tensor& targets, const char* pairs_name, const Tensor& pairs) {
+  f32_arg(be, op, "logits", logits);
+  i32_arg(be, op, "targets", targets);
+  f32_arg(be, op, pairs_name, pairs);
+  require_min_ndim(op, "logits", logits, 1);
+  const int64_t r = logits.shape().rows();
+  TX_CHECK(r == 0 || logits.shape().cols() > 0, op, ": logits ", logits.shape().str(),
+           " have rows but no classes; a distribution needs at least one");
+  TX_CHECK(r % 2 == 0, op, ": logits ", logits.shape().str(), " have ", r,
+           " rows; they must be two passes of one batch, an even number");
+  TX_CHECK(targets.numel() == r / 2, op, ": targets ", targets.shape().str(),
+           " must hold one id per pair of rows of logits ", logits.shape().str(), " (", r / 2,
+           " pairs)");
+  TX_CHECK(pairs.numel() == r / 2, op, ": ", pairs_name, " ", pairs.shape().str(),
+           " must hold one value per pair of rows of logits ", logits.shape().str(), " (", r / 2,
+           " pairs)");
+}
+}  // namespace
+
+void Backend::symmetric_kl(const Tensor& logits, const Tensor& targets, int32_t ignore_index,
+                           const Tensor& losses) {
+  check_symmetric_kl(*this, "symmetric_kl", logits, targets, "losses", losses);
+  if (logits.numel()) symmetric_kl_impl(logits, targets, ignore_index, losses);
+}
+
+void Backend::symmetric_kl_backward(const Tensor& logits, const Tensor& targets,
+                                    int32_t ignore_index, const Tensor& dlosses,
+                                    const Tensor& dlogits) {
+  check_symmetric_kl(*this, "symmetric_kl_backward", logits, targets, "dlosses", dlosses);
+  f32_arg(*this, "symmetric_kl_backward", "dlogits", dlogits);
+  require_same_shape("symmetric_kl_backward", "logits", logits, "dlogits", dlogits);
+  if (logits.numel()) symmetric_kl_backward_impl(logits, targets, ignore_index, dlosses, dlogits);
+}
+
 // ---- lookup and reordering --------------------------------------------------------------------
 
 namespace {

@@ -205,6 +205,17 @@ class Backend {
                               int32_t ignore_index, const Tensor& dlosses, const Tensor& dlogits,
                               bool accumulate = true);
 
+  // R-Drop's consistency loss (tx-train --rdrop-alpha) between two passes of one batch: logits
+  // [2R, V] hold the first pass's R rows, then the second's. losses [R]: losses[r] = 1/2
+  // (KL(p_r || p_{R+r}) + KL(p_{R+r} || p_r)), p a row's softmax; pairs whose targets[r] ==
+  // ignore_index (targets i32 [R], the first pass's) give 0.
+  void symmetric_kl(const Tensor& logits, const Tensor& targets, int32_t ignore_index,
+                    const Tensor& losses);
+  // dlogits[r] and dlogits[R + r] += dlosses[r] * d losses[r] / d logits; ignored pairs get
+  // nothing.
+  void symmetric_kl_backward(const Tensor& logits, const Tensor& targets, int32_t ignore_index,
+                             const Tensor& dlosses, const Tensor& dlogits);
+
   // ---- lookup and reordering -----------------------------------------------------------------
   // dst[m] = scale * src[index[m]] for src [N, ...], index i32 [M], dst [M, ...]: embedding
   // lookup and beam reordering. Index -1 writes a zero row (a token with no embedding: Marian's
@@ -353,6 +364,11 @@ class Backend {
                                            float smoothing, int32_t ignore_index,
                                            const Tensor& dlosses, const Tensor& dlogits,
                                            bool accumulate) = 0;
+  virtual void symmetric_kl_impl(const Tensor& logits, const Tensor& targets, int32_t ignore_index,
+                                 const Tensor& losses) = 0;
+  virtual void symmetric_kl_backward_impl(const Tensor& logits, const Tensor& targets,
+                                          int32_t ignore_index, const Tensor& dlosses,
+                                          const Tensor& dlogits) = 0;
   virtual void gather_rows_impl(const Tensor& src, const Tensor& index, const Tensor& dst,
                                 float scale) = 0;
   virtual void scatter_add_rows_impl(const Tensor& src, const Tensor& index, const Tensor& dst,

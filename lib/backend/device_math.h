@@ -1,9 +1,10 @@
 // Device math: the formulas both backends need, written once as inline functions that compile
 // for the host (backends/cpu) and for the GPU (backends/cuda, TX_HOST_DEVICE = __host__
 // __device__ under nvcc). The CPU conformance tests therefore exercise the arithmetic the GPU
-// runs: Adam's step, LayerNorm's normalisation and gradient, the label-smoothed loss, the
-// dropout mask (bit-identical on every device: a pure function of (seed, index)), the
-// sinusoidal position tables, swish, the attention mask rule and the dtype conversions.
+// runs: Adam's step, LayerNorm's normalisation and gradient, the label-smoothed loss, R-Drop's
+// symmetric KL, the dropout mask (bit-identical on every device: a pure function of (seed,
+// index)), the sinusoidal position tables, swish, the attention mask rule and the dtype
+// conversions.
 //
 // Only plain arithmetic lives here: no loops over rows (each backend parallelises its own way),
 // no allocation, no virtual calls.
@@ -90,6 +91,22 @@ TX_HOST_DEVICE inline float smoothed_loss(float log_z, float target_logit, float
 // softmax_j - s / V.
 TX_HOST_DEVICE inline float smoothed_grad(float logit, float log_z, float uniform) {
   return expf(logit - log_z) - uniform;
+}
+
+// ---- R-Drop's symmetric KL ----------------------------------------------------------------------
+
+// A pair of rows a, b (one batch's two dropout passes) with log-probabilities lp = x - log_z:
+// loss = 1/2 (KL(p_a || p_b) + KL(p_b || p_a)). One element's share of KL(p_self || p_other):
+TX_HOST_DEVICE inline float kl_term(float p_self, float lp_self, float lp_other) {
+  return p_self * (lp_self - lp_other);
+}
+
+// d loss / d x_self,j (before the pair's upstream gradient), kl_self = KL(p_self || p_other):
+// 1/2 (p_self (lp_self - lp_other - kl_self) + p_self - p_other); the first term is KL(self ||
+// other)'s gradient through the log-softmax, the second KL(other || self)'s.
+TX_HOST_DEVICE inline float symmetric_kl_grad(float p_self, float p_other, float lp_self,
+                                              float lp_other, float kl_self) {
+  return 0.5f * (p_self * (lp_self - lp_other - kl_self) + p_self - p_other);
 }
 
 // ---- dropout ------------------------------------------------------------------------------------

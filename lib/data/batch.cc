@@ -37,6 +37,24 @@ int64_t Batch::tgt_tokens() const {
   return sum(tgt_lengths);
 }
 
+Batch doubled(const Batch& b) {
+  const auto twice = [](auto v) {
+    v.insert(v.end(), v.begin(), v.end());
+    return v;
+  };
+  Batch d;
+  d.size = 2 * b.size;
+  d.src_len = b.src_len;
+  d.tgt_len = b.tgt_len;
+  d.src = twice(b.src);
+  d.src_lengths = twice(b.src_lengths);
+  d.tgt_in = twice(b.tgt_in);
+  d.tgt_out = twice(b.tgt_out);
+  d.tgt_lengths = twice(b.tgt_lengths);
+  d.indices = twice(b.indices);
+  return d;
+}
+
 Batch make_batch(const ParallelCorpus& corpus, const int64_t* indices, int64_t count,
                  const SpecialIds& ids) {
   Batch b;

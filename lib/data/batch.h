@@ -62,6 +62,10 @@ struct SourceBatch {
   }
 };
 
+// The batch with its rows twice, [b; b] (2B rows, the same widths): R-Drop's two passes of one
+// batch (tx-train --rdrop-alpha) as one forward, each row drawing dropout masks of its own.
+Batch doubled(const Batch& b);
+
 // Row widths of a pair, as a batch counts them.
 inline int64_t source_row_length(int64_t tokens) {
   return tokens + 1;

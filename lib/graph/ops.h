@@ -114,6 +114,11 @@ Var embedding(Graph& g, const Var& table, const Tensor& ids, float scale = 1.0f)
 // twice); the caller must read the logits no more.
 Var cross_entropy(Graph& g, const Var& logits, const Tensor& targets, float smoothing,
                   int32_t ignore_index, Tensor* nll = nullptr, bool release_logits = false);
+// R-Drop's consistency loss per pair of rows of logits [..., V] that hold two passes of one
+// batch, the first pass's rows then the second's: losses [rows / 2], pair r = 1/2 (KL(p_r ||
+// p_{R+r}) + KL(p_{R+r} || p_r)); pairs whose target (targets i32, one per pair) is
+// ignore_index give 0 (Backend::symmetric_kl).
+Var symmetric_kl(Graph& g, const Var& logits, const Tensor& targets, int32_t ignore_index);
 // The sum of all elements, as a [1] tensor (the scalar loss).
 Var sum(Graph& g, const Var& x);
 

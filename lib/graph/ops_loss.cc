@@ -1,4 +1,5 @@
-// Losses and reductions: label-smoothed cross-entropy and the sum to a scalar.
+// Losses and reductions: label-smoothed cross-entropy, R-Drop's symmetric KL and the sum to a
+// scalar.
 #include "graph/ops.h"
 
 namespace tx::ops {
@@ -33,6 +34,23 @@ Var cross_entropy(Graph& g, const Var& logits, const Tensor& targets, float smoo
       g.backend().cross_entropy_backward(logits->value, targets, smoothing, ignore_index,
                                          losses->grad, g.grad(logits));
     });
+  return losses;
+}
+
+Var symmetric_kl(Graph& g, const Var& logits, const Tensor& targets, int32_t ignore_index) {
+  const Tensor& lv = logits->value;
+  TX_CHECK(lv.ndim() >= 1, "symmetric_kl: logits ", lv.str(), " need at least one dimension");
+  const bool rec = g.recording({&logits});
+  Var losses = g.output({lv.shape().rows() / 2}, rec);
+  g.backend().symmetric_kl(lv, targets, ignore_index, losses->value);
+  if (rec) {
+    logits->value_needed = true;  // the backward reads them: cross_entropy must not free them
+    g.record([logits, targets, ignore_index, losses](Graph& g) {
+      if (!losses->grad.defined()) return;
+      g.backend().symmetric_kl_backward(logits->value, targets, ignore_index, losses->grad,
+                                        g.grad(logits));
+    });
+  }
   return losses;
 }
 

@@ -502,6 +502,7 @@ TrainerResult Trainer::run() {
   if (in.alignments)
     step.set_alignment({in.alignments.get(), in.corpus.get(), o.guided_alignment_weight,
                         config.aligned_layer(), config.alignment_head});
+  step.set_rdrop_alpha(o.rdrop_alpha);
   ExponentialSmoothing smoothing(be_, params, step.flat_params(), o.smoothing);
   if (smoothing.enabled() && result.resumed && !load_smoothed(ckpt, be_, smoothing.tensors()) &&
       !quiet)

@@ -95,6 +95,10 @@ struct TrainerOptions {
     return false;
   }
   float guided_alignment_weight = 0.1f;
+  // --rdrop-alpha (fairseq's R-Drop): each batch runs twice, with dropout masks of their own,
+  // and the loss adds this weight times the two passes' symmetric KL (train/batch_loss.h). An
+  // update costs about twice as much. 0: none.
+  float rdrop_alpha = 0.0f;
 
   int64_t after_epochs = 0;   // 0: no limit
   int64_t after_updates = 0;  // total updates (a resumed run counts those done before)

@@ -68,7 +68,8 @@ UpdateStep::Result UpdateStep::run(const std::function<const data::Batch*()>& ne
     const data::Batch& b = *batch;
     graph_.reset();
     Var loss = batch_loss(graph_, model_, b, config_.label_smoothing, config_.pad_id,
-                          /*release_logits=*/true, alignment_.alignments ? &alignment_ : nullptr);
+                          /*release_logits=*/true, alignment_.alignments ? &alignment_ : nullptr,
+                          rdrop_alpha_);
     if (scaler_.enabled()) {
       const Tensor seed = graph_.alloc(loss->value.shape());
       be_.fill(seed, float(r.loss_scale));

@@ -74,6 +74,9 @@ class UpdateStep {
   // tx-train --guided-alignment: each batch's loss gets the alignment term (its pointers must
   // outlive the step).
   void set_alignment(const AlignmentTerm& term) { alignment_ = term; }
+  // tx-train --rdrop-alpha: each batch runs twice and its loss gets R-Drop's KL term
+  // (batch_loss); 0: none.
+  void set_rdrop_alpha(float alpha) { rdrop_alpha_ = alpha; }
 
   int64_t batches_per_update() const { return batches_per_update_; }
   // Every parameter's value, in order, in one buffer (ParameterSet::make_contiguous).
@@ -89,6 +92,7 @@ class UpdateStep {
   Adam& adam_;
   Graph& graph_;
   AlignmentTerm alignment_;
+  float rdrop_alpha_ = 0.0f;
   const io::ModelConfig& config_;
   Collective& world_;
   int64_t optimizer_delay_;
