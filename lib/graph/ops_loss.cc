@@ -31,8 +31,9 @@ Var cross_entropy(Graph& g, const Var& logits, const Tensor& targets, float smoo
         logits->drop_value();
         return;
       }
+      const auto [dlogits, accumulate] = g.grad_target(logits);
       g.backend().cross_entropy_backward(logits->value, targets, smoothing, ignore_index,
-                                         losses->grad, g.grad(logits));
+                                         losses->grad, dlogits, accumulate);
     });
   return losses;
 }

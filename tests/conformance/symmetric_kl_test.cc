@@ -1,7 +1,6 @@
 // Conformance: symmetric_kl (R-Drop's consistency loss between a batch's two passes) and
 // symmetric_kl_backward.
 #include <cmath>
-#include <limits>
 
 #include "support/backends.h"
 #include "support/reference.h"
@@ -19,16 +18,6 @@ using namespace tx::test;
 struct KlRef {
   std::vector<double> losses, grad;
 };
-
-std::vector<double> log_softmax_row(const float* x, int64_t v) {
-  double mx = -std::numeric_limits<double>::infinity();
-  for (int64_t j = 0; j < v; ++j) mx = std::max(mx, double(x[j]));
-  double z = 0;
-  for (int64_t j = 0; j < v; ++j) z += std::exp(double(x[j]) - mx);
-  std::vector<double> lp(v);
-  for (int64_t j = 0; j < v; ++j) lp[j] = double(x[j]) - mx - std::log(z);
-  return lp;
-}
 
 KlRef reference_symmetric_kl(const std::vector<float>& logits, int64_t v,
                              const std::vector<int32_t>& targets, int32_t ignore) {

@@ -50,6 +50,16 @@ std::vector<double> to_double(const std::vector<float>& v) {
   return std::vector<double>(v.begin(), v.end());
 }
 
+std::vector<double> log_softmax_row(const float* x, int64_t n) {
+  double mx = -std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < n; ++j) mx = std::max(mx, double(x[j]));
+  double z = 0;
+  for (int64_t j = 0; j < n; ++j) z += std::exp(double(x[j]) - mx);
+  std::vector<double> lp(n);
+  for (int64_t j = 0; j < n; ++j) lp[j] = double(x[j]) - mx - std::log(z);
+  return lp;
+}
+
 double dot(const std::vector<float>& a, const std::vector<float>& b) {
   double s = 0;
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) s += double(a[i]) * double(b[i]);

@@ -44,6 +44,8 @@ std::string compare_exact(const std::vector<int32_t>& got, const std::vector<int
 
 std::vector<double> to_double(const std::vector<float>& v);
 double dot(const std::vector<float>& a, const std::vector<float>& b);  // in double
+// log-softmax of the row x[0..n), in double.
+std::vector<double> log_softmax_row(const float* x, int64_t n);
 
 // ---- finite differences ---------------------------------------------------------------------
 

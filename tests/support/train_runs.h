@@ -55,6 +55,31 @@ inline train::TrainerOptions tiny_options(const TempDir& dir) {
   return o;
 }
 
+// Exact resume: `options`' run trained straight in `straight`, and in `split` stopped after
+// `stop` updates and then resumed by the same options. Returns "" when the second call resumed
+// and both left the same model and checkpoint bytes, else what differs; `straight_result`, when
+// given, receives the straight run's result.
+inline std::string resume_difference(Backend& be, const train::TrainerOptions& options,
+                                     const TempDir& straight, const TempDir& split, int64_t stop,
+                                     train::TrainerResult* straight_result = nullptr) {
+  train::TrainerOptions a = options, b = options;
+  a.model_dir = straight.file("model");
+  b.model_dir = split.file("model");
+  const train::TrainerResult ra = train::Trainer(be, a).run();
+  if (straight_result) *straight_result = ra;
+  b.after_updates = stop;
+  if (train::Trainer(be, b).run().updates != stop) return "the first call did not stop there";
+  b.after_updates = options.after_updates;
+  if (!train::Trainer(be, b).run().resumed) return "the second call did not resume";
+  const std::string model = slurp(train::Trainer::model_path(a.model_dir));
+  if (model.empty()) return "no model written";
+  if (model != slurp(train::Trainer::model_path(b.model_dir))) return "the models differ";
+  if (slurp(train::Trainer::checkpoint_path(a.model_dir)) !=
+      slurp(train::Trainer::checkpoint_path(b.model_dir)))
+    return "the checkpoints differ";
+  return "";
+}
+
 // Every tensor of a safetensors file but Adam's moments, by name, as floats.
 inline std::map<std::string, std::vector<float>> tensors(const std::string& path) {
   io::SafetensorsReader reader(path);
