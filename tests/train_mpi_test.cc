@@ -478,6 +478,19 @@ TEST_CASE("mpirun: a process given other flags or other data is refused, naming 
   CHECK(ok.status == 0);
 }
 
+TEST_CASE("mpirun: a usage error is said once, by process 0", "[train_mpi]") {
+  REQUIRE_MPI();
+  TempDir dir;
+  // Every process printed it, so a log held one line per process.
+  const Run r = mpi_train(dir, tiny_flags(dir) + " --rdrop-alpha -1");
+  INFO(r.err);
+  CHECK(r.status != 0);
+  const std::string line = "tx-train: error: --rdrop-alpha";
+  const size_t first = r.err.find(line);
+  CHECK(first != std::string::npos);
+  CHECK(r.err.find(line, first + 1) == std::string::npos);
+}
+
 TEST_CASE("mpirun: --dump-config prints once, and tx-translate says it runs once per process",
           "[train_mpi]") {
   REQUIRE_MPI();

@@ -1,7 +1,9 @@
 // main() for every tx program: one error line on stderr and a documented exit code, never a
 // stack trace or a partial output on stdout.
+#include <chrono>
 #include <cstdio>
 #include <new>
+#include <thread>
 
 #include "common/app_log.h"
 #include "common/command_line.h"
@@ -43,6 +45,11 @@ int run_main(Program program, const std::string& description, int argc, char** a
     const int status = body(parsed.options);
     return status == 0 && !stdout_written() ? 1 : status;
   } catch (const UsageError& e) {
+    // Under mpirun every process refuses the same flags: the others wait while process 0 says
+    // it and exits, which makes mpirun end them (Open MPI ends a job at a process's non-zero
+    // exit), so the line is said once; a process whose flags alone are wrong still says why.
+    if (train::launched_processes() > 1 && train::launched_rank() != 0)
+      std::this_thread::sleep_for(std::chrono::seconds(2));
     std::fprintf(stderr, "%s: error: %s\n", name, e.what());
     return 2;
   } catch (const std::bad_alloc&) {  // a host container beyond memory, e.g. a size too large
