@@ -256,4 +256,18 @@ TEST_CASE("recipe: ensemble.sh trains its members and translates with their ense
   CHECK(scores.find("val       beam 5  BLEU|nrefs:1") != std::string::npos);
   CHECK(scores.find("time: training ") != std::string::npos);
   CHECK(scores.find("(the longest of 2 members side by side)") != std::string::npos);
+
+  // Another MEMBERS or --seed over these members is refused before anything runs.
+  for (const std::string& other :
+       {std::string("MEMBERS=3 bash " TX_SOURCE_DIR "/examples/multi30k/ensemble.sh ") + data +
+            " " + work + " --seed 3",
+        std::string("MEMBERS=2 bash " TX_SOURCE_DIR "/examples/multi30k/ensemble.sh ") + data +
+            " " + work + " --seed 4"}) {
+    const auto r = tx::test::run_program(dir, "TX_BIN=" + bin + " " + other, "");
+    INFO(other << ": " << r.err);
+    CHECK(r.status == 2);
+    CHECK(tx::test::one_line(r.err));
+    CHECK_THAT(r.err, Catch::Contains("holds the members of MEMBERS=2 --seed 3"));
+  }
+  CHECK(tx::test::slurp(work + "/scores.txt") == scores);
 }

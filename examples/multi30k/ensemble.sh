@@ -52,7 +52,15 @@ seed="${seed:-1}"
 # 0 or none: the cores divided among the members (tx-train's 0 would give each all of them).
 [[ "${threads:-0}" =~ ^[0-9]+$ ]] || { echo "ensemble.sh: error: --cpu-threads '$threads' is not a whole number" >&2; exit 2; }
 [ "${threads:-0}" != 0 ] || threads=$(( $(nproc) / members > 0 ? $(nproc) / members : 1 ))
+# WORK's members were seeded for one ensemble (member K of M: M(S-1)+K): another MEMBERS or
+# --seed over them would mix the members of two.
+record="MEMBERS=$members --seed $seed"
+if [ -d "$work/member1" ] && [ -f "$work/ensemble.txt" ] && [ "$(cat "$work/ensemble.txt")" != "$record" ]; then
+  echo "ensemble.sh: error: $work holds the members of $(cat "$work/ensemble.txt"), not $record; give those again, or another WORK_DIR" >&2
+  exit 2
+fi
 mkdir -p "$work"
+printf '%s\n' "$record" > "$work/ensemble.txt"
 rm -f "$work/scores.txt"
 
 # Member 1 trains the vocabulary (or has it from an earlier run); the others start with a
