@@ -47,7 +47,8 @@ int run_main(Program program, const std::string& description, int argc, char** a
   } catch (const UsageError& e) {
     // Under mpirun every process refuses the same flags: the others wait while process 0 says
     // it and exits, which makes mpirun end them (Open MPI ends a job at a process's non-zero
-    // exit), so the line is said once; a process whose flags alone are wrong still says why.
+    // exit), so the line is said once; a process whose flags alone are wrong still says why
+    // (when process 0 has no usage error of its own).
     if (train::launched_processes() > 1 && train::launched_rank() != 0)
       std::this_thread::sleep_for(std::chrono::seconds(2));
     std::fprintf(stderr, "%s: error: %s\n", name, e.what());
