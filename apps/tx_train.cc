@@ -158,6 +158,12 @@ int train(const Options& options) {
   t.lr.warmup = options.integer("lr-warmup");
   t.lr.factor = options.number("lr-factor");
   t.adam.clip_norm = static_cast<float>(options.number("clip-norm"));
+  if (options.has("optimizer-params")) {  // (checked with the options)
+    const std::vector<std::string> p = options.list("optimizer-params");
+    float* fields[] = {&t.adam.beta1, &t.adam.beta2, &t.adam.eps, &t.adam.weight_decay};
+    for (size_t i = 0; i < p.size(); ++i)
+      *fields[i] = static_cast<float>(*tx::app::parse_number(p[i]));
+  }
   t.optimizer_delay = options.integer("optimizer-delay");
   t.depth_scaling = options.flag("transformer-depth-scaling");
   if (t.depth_scaling && !t.pretrained_model.empty())

@@ -803,3 +803,45 @@ TEST_CASE("tx-train: a directory for --vocabs or --config, an alpha beyond float
   CHECK(alpha.status == 2);
   CHECK_THAT(alpha.err, Catch::Contains("'1e308', which is not an alpha"));
 }
+
+TEST_CASE(
+    "tx-train --optimizer-params: Marian's Adam parameters, in the checkpoint, bad ones exit 2",
+    "[train_cli]") {
+  TempDir dir;
+  auto train = [&](const std::string& model, const std::string& params) {
+    return tx::test::run_program(dir, TX_TRAIN_BIN,
+                                 tx::test::tiny_flags(dir, model) + " --after-updates 3" + params);
+  };
+  auto optimizer = [&](const std::string& model) {
+    const auto meta =
+        tx::train::read_checkpoint_metadata(tx::train::Trainer::checkpoint_path(dir.file(model)));
+    return nlohmann::json::parse(meta.at(tx::train::kOptimizerKey));
+  };
+  auto weights = [&](const std::string& model) {
+    return tx::test::slurp(tx::train::Trainer::model_path(dir.file(model)));
+  };
+  REQUIRE(train("default", "").status == 0);
+  // The paper's values given: the default run, bit for bit.
+  REQUIRE(train("paper", " --optimizer-params 0.9 0.98 1e-9").status == 0);
+  CHECK(weights("paper") == weights("default"));
+  const Run r = train("beta2", " --optimizer-params 0.9 0.997");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(optimizer("beta2").at("beta2").get<double>() == Approx(0.997));
+  CHECK(optimizer("beta2").at("eps").get<double>() == Approx(1e-9));
+  CHECK(weights("beta2") != weights("default"));
+  REQUIRE(train("decay", " --optimizer-params 0.8 0.99 1e-8 0.01").status == 0);
+  const nlohmann::json all = optimizer("decay");
+  CHECK(all.at("beta1").get<double>() == Approx(0.8));
+  CHECK(all.at("beta2").get<double>() == Approx(0.99));
+  CHECK(all.at("eps").get<double>() == Approx(1e-8));
+  CHECK(all.at("weight_decay").get<double>() == Approx(0.01));
+  for (const std::string& bad : {std::string("1"), std::string("0.9 -0.1"),
+                                 std::string("0.9 0.98 x"), std::string("0.9 0.98 1e-9 0 5")}) {
+    INFO(bad);
+    const Run b = train("bad", " --optimizer-params " + bad);
+    CHECK(b.status == 2);
+    CHECK(tx::test::one_line(b.err));
+    CHECK_THAT(b.err, Catch::Contains("--optimizer-params"));
+  }
+}

@@ -431,6 +431,24 @@ std::vector<OptionSpec> make_registry() {
       option("clip-norm", OptionType::number, 0.0,
              "Clip the global gradient norm to this; 0 = no clipping", kTrain, training,
              [](const json& v) { return v.get<double>() >= 0 ? "" : "must be 0 or more"; }));
+  t.push_back(option(
+      "optimizer-params", OptionType::list, nullptr,
+      "Adam's BETA1 [BETA2 [EPS [WEIGHT_DECAY]]] (Marian's; default the paper's 0.9 0.98 1e-9, no "
+      "decay)",
+      kTrain, training, [](const json& v) {
+        if (v.empty() || v.size() > 4)
+          return str("is ", v.size(), " values; give BETA1 [BETA2 [EPS [WEIGHT_DECAY]]]");
+        const char* names[] = {"beta1", "beta2", "epsilon", "weight decay"};
+        for (size_t i = 0; i < v.size(); ++i) {
+          const std::string text = v[i].get<std::string>();
+          const std::optional<double> x = parse_number(text);
+          const bool ok = x && std::isfinite(*x) && *x >= 0 && (i >= 2 || *x < 1);
+          if (!ok)
+            return str("has the ", names[i], " '", text, "'; it must be a number ",
+                       i < 2 ? "at least 0 and below 1" : "at least 0");
+        }
+        return std::string();
+      }));
   t.push_back(option("optimizer-delay", OptionType::integer, 1,
                      "Batches whose gradients are summed per update (per process under mpirun)",
                      kTrain, training, positive));
