@@ -148,6 +148,7 @@ int train(const Options& options) {
     t.tgt_vocab = vocabs.back();
   }
   t.vocab_size = options.int32("dim-vocabs");  // the table's check: positive, at most 2^24
+  t.sentencepiece_options = options.text("sentencepiece-options");
   t.model = options.model_config();
 
   t.max_tokens = options.integer("max-tokens");

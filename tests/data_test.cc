@@ -384,6 +384,66 @@ TEST_CASE("data vocab: the same seed gives the same model and ids, BPE too", "[d
   for (const auto& line : bpe.text.tgt) CHECK(vb2.decode(vb2.encode(line)) == line);
 }
 
+TEST_CASE("data vocab: --sentencepiece-options fields reach the trainer, tx's own are refused",
+          "[data]") {
+  using tx::data::parse_trainer_fields;
+  using Fields = std::vector<std::pair<std::string, std::string>>;
+  CHECK(parse_trainer_fields("") == Fields{});
+  CHECK(parse_trainer_fields("  --model_type=bpe\t--split_digits  character_coverage=0.99 ") ==
+        Fields{{"model_type", "bpe"}, {"split_digits", "true"}, {"character_coverage", "0.99"}});
+  CHECK(parse_trainer_fields("--user_defined_symbols=") == Fields{{"user_defined_symbols", ""}});
+  CHECK_THROWS_WITH(parse_trainer_fields("--vocab_size=100"), Contains("--dim-vocabs"));
+  for (const char* id : {"--pad_id=0", "--unk_id=3", "--bos_id=-1", "--eos_id=1"})
+    CHECK_THROWS_WITH(parse_trainer_fields(id), Contains("numbers pad, unk, bos and eos"));
+  CHECK_THROWS_WITH(parse_trainer_fields("--input_sentence_size=10"), Contains("samples"));
+  for (const char* bad : {"--=bpe", "--Model_Type=bpe", "-model_type=bpe", "--"})
+    CHECK_THROWS_WITH(parse_trainer_fields(bad),
+                      Contains(std::string("'") + bad + "'") && Contains("--name=value"));
+
+  // A field over tx's own option gives the model that option gives; a later name wins.
+  TempDir dir;
+  auto bpe = train_synthetic(dir, "bpe", 100, 1, "bpe");
+  auto unigram = train_synthetic(dir, "unigram", 100, 1, "unigram");
+  REQUIRE(slurp(bpe.result.model_path) != slurp(unigram.result.model_path));
+  auto with_fields = [&](const std::string& name, const std::string& text) {
+    tx::data::VocabTrainOptions o;
+    o.inputs = {bpe.src_path, bpe.tgt_path};
+    o.prefix = dir.file(name);
+    o.vocab_size = 100;
+    o.trainer_fields = parse_trainer_fields(text);
+    return slurp(tx::data::train_vocab(o).model_path);
+  };
+  CHECK(with_fields("f1", "--model_type=bpe") == slurp(bpe.result.model_path));
+  CHECK(with_fields("f2", "--model_type=bpe --model_type=unigram") ==
+        slurp(unigram.result.model_path));
+  // A field tx has no option for: pieces of at most 2 characters (the default's go to 16).
+  auto longest_piece = [&](const std::string& name) {
+    std::ifstream vocab(dir.file(name + ".vocab"));
+    size_t longest = 0;
+    for (std::string line; std::getline(vocab, line);) {
+      const std::string piece = line.substr(0, line.find('\t'));
+      if (piece.front() == '<') continue;  // <pad>, <unk>, <s>, </s>
+      // UTF-8 characters: the bytes that are not continuation bytes.
+      longest = std::max<size_t>(longest, std::count_if(piece.begin(), piece.end(), [](char c) {
+                                   return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+                                 }));
+    }
+    return longest;
+  };
+  with_fields("short", "--max_sentencepiece_length=2");
+  CHECK(longest_piece("short") == 2);
+  CHECK(longest_piece("unigram") > 2);
+
+  tx::data::VocabTrainOptions o;
+  o.inputs = {bpe.src_path};
+  o.prefix = dir.file("unknown");
+  o.vocab_size = 100;
+  o.trainer_fields = {{"no_such_field", "1"}};
+  CHECK_THROWS_WITH(tx::data::train_vocab(o),
+                    Contains("no_such_field") && Contains("check --sentencepiece-options"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("unknown.spm")));
+}
+
 TEST_CASE("data vocab: encode_head gives encode's first pieces of a long line without the rest*",
           "[data]") {
   TempDir dir;

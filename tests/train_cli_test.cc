@@ -534,6 +534,50 @@ TEST_CASE("tx-train: options that cannot run are refused before a vocabulary is 
   CHECK(fs::exists(dir.file("m/vocab.spm")));
 }
 
+TEST_CASE("tx-train --sentencepiece-options: the vocabulary SentencePiece is told to train",
+          "[train_cli]") {
+  TempDir dir;
+  // A BPE model scores its pieces by merge order (0, -1, -2, ...), a unigram model by
+  // log-probabilities: (pieces, pieces with an integer score) of a model's vocab.vocab.
+  auto scores = [&](const std::string& model) {
+    std::ifstream vocab(dir.file(model + "/vocab.vocab"));
+    int pieces = 0, integers = 0;
+    for (std::string line; std::getline(vocab, line);) {
+      if (line.front() == '<') continue;  // <pad>, <unk>, <s>, </s>
+      const double score = std::stod(line.substr(line.find('\t') + 1));
+      ++pieces;
+      integers += score == std::floor(score);
+    }
+    return std::pair{pieces, integers};
+  };
+  // The space form: the value starts with dashes, as spm_train's flags do.
+  Run bpe = tx_train(dir, tiny_flags(dir, "bpe") + " --after-updates 1" +
+                              " --sentencepiece-options --model_type=bpe");
+  INFO(bpe.err);
+  REQUIRE(bpe.status == 0);
+  REQUIRE(tx_train(dir, tiny_flags(dir, "unigram") + " --after-updates 1").status == 0);
+  const auto [bpe_pieces, bpe_integers] = scores("bpe");
+  const auto [unigram_pieces, unigram_integers] = scores("unigram");
+  CHECK(bpe_pieces > 10);
+  CHECK(bpe_integers == bpe_pieces);
+  CHECK(unigram_integers < unigram_pieces / 2);
+
+  // A field tx sets itself is a usage error before anything is made; one SentencePiece does not
+  // know is named once the trainer sees it, and leaves no vocabulary.
+  Run owned = tx_train(
+      dir, tiny_flags(dir) + " --after-updates 1" + " --sentencepiece-options=--vocab_size=9");
+  CHECK(owned.status == 2);
+  CHECK(tx::test::one_line(owned.err));
+  CHECK_THAT(owned.err, Catch::Contains("--sentencepiece-options") &&
+                            Catch::Contains("vocab_size") && Catch::Contains("--dim-vocabs"));
+  Run unknown = tx_train(dir, tiny_flags(dir) + " --after-updates 1" +
+                                  " --sentencepiece-options '--model_type=bpe --no_such_field=1'");
+  CHECK(unknown.status == 1);
+  CHECK_THAT(unknown.err,
+             Catch::Contains("no_such_field") && Catch::Contains("check --sentencepiece-options"));
+  CHECK_FALSE(fs::exists(dir.file("m/vocab.spm")));
+}
+
 TEST_CASE("tx-train: data refused after the vocabulary is trained leaves no vocabulary behind",
           "[train_cli]") {
   TempDir dir;

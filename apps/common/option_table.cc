@@ -5,6 +5,7 @@
 
 #include "common/options.h"
 #include "core/format.h"
+#include "data/vocab_train.h"
 #include "train/lr_schedule.h"
 
 namespace tx::app {
@@ -412,6 +413,19 @@ std::vector<OptionSpec> make_registry() {
   t.push_back(option("dim-vocabs", OptionType::integer, 32000,
                      "Pieces of each vocabulary trained on the fly (fewer on a small corpus)",
                      kTrain, train_data, size_up_to(io::ModelConfig::kMaxVocab, 5)));
+  t.push_back(option("sentencepiece-options", OptionType::text, "",
+                     "SentencePiece trainer fields for a vocabulary trained on the fly "
+                     "(Marian's), spm_train's flags in one value: e.g. "
+                     "--sentencepiece-options=--model_type=bpe; a vocabulary file that "
+                     "exists is read as it is",
+                     kTrain, train_data, [](const json& v) {
+                       try {
+                         data::parse_trainer_fields(v.get<std::string>());
+                       } catch (const Error& e) {
+                         return std::string(e.what());
+                       }
+                       return std::string();
+                     }));
   t.push_back(option("lr-schedule", OptionType::text, "transformer",
                      "Learning-rate schedule: transformer (the paper's), inverse-sqrt "
                      "(fairseq's), linear (warm-up, then down to 0 at the last update of "

@@ -129,6 +129,8 @@ std::string fix_for(const std::string& spm_message) {
     return "lower --dim-vocabs";
   if (spm_message.find("required_chars") != std::string::npos)
     return "raise --dim-vocabs: the text's characters alone need more pieces";
+  if (spm_message.find("unknown field name") != std::string::npos)
+    return "check --sentencepiece-options (spm_train --help lists the fields)";
   return "check the training files and the vocabulary options";
 }
 
@@ -137,7 +139,7 @@ std::unordered_map<std::string, std::string> trainer_args(const VocabTrainOption
   std::ostringstream coverage;
   coverage.precision(17);
   coverage << o.character_coverage;
-  return {
+  std::unordered_map<std::string, std::string> args = {
       {"model_type", o.model_type},
       {"vocab_size", std::to_string(o.vocab_size)},
       {"character_coverage", coverage.str()},
@@ -153,9 +155,45 @@ std::unordered_map<std::string, std::string> trainer_args(const VocabTrainOption
       // SentencePiece logs with LOG(INFO) to std::cerr: 0 shows it, 2 keeps only errors.
       {"minloglevel", o.verbose ? "0" : "2"},
   };
+  for (const auto& [name, value] : o.trainer_fields) args[name] = value;
+  return args;
 }
 
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>> parse_trainer_fields(const std::string& text) {
+  // What tx decides itself: the ids its models number pieces by, the size (--dim-vocabs), and
+  // the text, which tx samples and hands over in memory.
+  static const std::vector<std::pair<std::string, std::string>> owned = {
+      {"pad_id", "tx numbers pad, unk, bos and eos itself"},
+      {"unk_id", "tx numbers pad, unk, bos and eos itself"},
+      {"bos_id", "tx numbers pad, unk, bos and eos itself"},
+      {"eos_id", "tx numbers pad, unk, bos and eos itself"},
+      {"vocab_size", "give the size with --dim-vocabs"},
+      {"input", "tx gives SentencePiece the training files"},
+      {"input_format", "tx gives SentencePiece the training files"},
+      {"model_prefix", "tx writes the vocabulary beside the model"},
+      {"input_sentence_size", "tx samples at most 2,000,000 lines itself"},
+  };
+  std::vector<std::pair<std::string, std::string>> fields;
+  std::istringstream words(text);
+  std::string word;
+  while (words >> word) {
+    std::string field = word.compare(0, 2, "--") == 0 ? word.substr(2) : word;
+    const size_t eq = field.find('=');
+    std::string name = field.substr(0, eq);
+    std::string value = eq == std::string::npos ? "true" : field.substr(eq + 1);
+    TX_CHECK(!name.empty() && name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") ==
+                                  std::string::npos,
+             "has '", word,
+             "', which is not a SentencePiece trainer field; give --name=value, e.g. "
+             "--model_type=bpe");
+    for (const auto& [owned_name, why] : owned)
+      TX_CHECK(name != owned_name, "sets ", name, ", which is tx's (", why, "); leave it out");
+    fields.emplace_back(std::move(name), std::move(value));
+  }
+  return fields;
+}
 
 VocabTrainResult train_vocab(const VocabTrainOptions& o) {
   TX_CHECK(!o.inputs.empty(), "cannot train a vocabulary: no input files; give the training text");

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tx::data {
@@ -38,6 +39,9 @@ struct VocabTrainOptions {
   bool byte_fallback = false;
   // SentencePiece's progress log on stderr; off, only errors reach the caller (as tx::Error).
   bool verbose = false;
+  // More trainer fields, in spm_train's names and values ({"model_type", "bpe"}), over the
+  // ones above; from parse_trainer_fields. SentencePiece refuses a name it does not know.
+  std::vector<std::pair<std::string, std::string>> trainer_fields;
 };
 
 struct VocabTrainResult {
@@ -55,5 +59,12 @@ struct VocabTrainResult {
 // non-empty line, and a vocab_size the text cannot fill. Not thread-safe: SentencePiece's
 // seed and log level are process-wide.
 VocabTrainResult train_vocab(const VocabTrainOptions& options);
+
+// The fields of Marian's --sentencepiece-options text, spm_train's flags ("--model_type=bpe
+// --split_digits"): separated by blanks, each --name=value or --name (true; the dashes may be
+// left out); a later name wins. Throws tx::Error naming a field tx sets itself (the special
+// ids, vocab_size, the input and its sample) or one that is not name[=value]; its message
+// reads after the text ("has 'x', which is not ...", "sets vocab_size, which is tx's ...").
+std::vector<std::pair<std::string, std::string>> parse_trainer_fields(const std::string& text);
 
 }  // namespace tx::data

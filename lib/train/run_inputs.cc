@@ -65,12 +65,14 @@ data::Vocab vocab_at(const std::string& path, const std::vector<std::string>& in
     vo.vocab_size = o.vocab_size;
     vo.hard_vocab_limit = false;  // a small corpus gives a smaller vocabulary, not an error
     vo.seed = o.seed;
+    vo.trainer_fields = data::parse_trainer_fields(o.sentencepiece_options);
     data::VocabTrainResult r = data::train_vocab(vo);
     made.push_back(r.model_path);
     made.push_back(r.vocab_path);
     if (!quiet)
       log("trained vocabulary ", r.model_path, ": ", grouped(r.size), " pieces from ",
-          grouped(r.sampled), " lines");
+          grouped(r.sampled), " lines",
+          o.sentencepiece_options.empty() ? "" : " (" + o.sentencepiece_options + ")");
   }
   if (path.size() > 4 && path.compare(path.size() - 4, 4, ".spm") == 0) {
     data::Vocab v = data::Vocab::marian(path);  // the file's own ids, whatever they are
@@ -94,6 +96,11 @@ void check_layout(const io::ModelConfig& config, bool joint_vocab) {
 // (minutes on a large corpus, and files left behind) and before the model directory exists.
 // read_run_inputs and the trainer check the same again with the data's figures.
 void check_options_before_data(const TrainerOptions& o) {
+  try {
+    data::parse_trainer_fields(o.sentencepiece_options);
+  } catch (const Error& e) {
+    throw Error(str("--sentencepiece-options '", o.sentencepiece_options, "' ", e.what()));
+  }
   TX_CHECK(o.sentencepiece_alphas.size() <= 2, "--sentencepiece-alphas takes one alpha per ",
            "vocabulary (source, target), got ", o.sentencepiece_alphas.size());
   for (float a : o.sentencepiece_alphas)

@@ -56,6 +56,9 @@ struct TrainerOptions {
   // does not exist is trained there on the fly from the training files.
   std::string src_vocab, tgt_vocab;
   int32_t vocab_size = 32000;  // pieces per vocabulary trained on the fly
+  // --sentencepiece-options (Marian's): spm_train fields for a vocabulary trained on the fly,
+  // e.g. "--model_type=bpe" (data::parse_trainer_fields); an existing vocabulary is read as is.
+  std::string sentencepiece_options;
   // A model to start from (Marian's --pretrained-model): a Marian model.npz, a Hugging Face
   // directory or a tx model file. Its architecture and vocabularies replace `model`'s and the
   // vocabulary options (dropout and label smoothing stay `model`'s); its weights are the
